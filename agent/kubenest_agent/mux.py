@@ -1,0 +1,220 @@
+"""Controller-side connection holder: one persistent websocket per agent, shared by Ansible workers.
+
+Ansible forks a worker per task, so a connection plugin cannot keep a socket open across tasks by itself.
+Like OpenSSH's ControlMaster, the first worker starts this process; it keeps the mutual-TLS websocket
+open, listens on a private Unix socket, relays frames (renumbering operation ids per local client),
+reconnects when the websocket dropped between tasks, and exits after an idle period.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import logging
+import os
+import struct
+import sys
+import time
+
+from .errors import AgentUnreachable, describe_connect_error
+from .protocol import MAX_FRAME, OPEN_OPS, SUBPROTOCOL, TERMINAL_REPLIES, ProtocolError, decode, encode
+
+log = logging.getLogger("kubenest_agent.mux")
+_LEN = struct.Struct(">I")
+
+
+class Mux:
+    def __init__(self, args):
+        self.args = args
+        self.ws = None
+        self.reader_task: asyncio.Task | None = None
+        self.connect_lock = asyncio.Lock()
+        self.clients: dict[int, asyncio.StreamWriter] = {}
+        self.routes: dict[str, tuple[int, object]] = {}
+        self.numbers = itertools.count(1)
+        self.last_activity = time.monotonic()
+        self.stop = asyncio.Event()
+
+    async def connect(self) -> None:
+        from websockets.asyncio.client import connect
+
+        from .tlsconfig import client_context
+
+        a = self.args
+        ctx = client_context(a.ca, a.cert, a.key)
+        try:
+            self.ws = await connect(a.uri, ssl=ctx, server_hostname=a.server_name, subprotocols=[SUBPROTOCOL],
+                                    max_size=MAX_FRAME, compression=None, open_timeout=a.connect_timeout,
+                                    max_queue=8, ping_interval=20, ping_timeout=20, close_timeout=2)
+        except Exception as exc:
+            raise AgentUnreachable(describe_connect_error(exc, a.uri)) from None
+        self.reader_task = asyncio.create_task(self._read_agent(self.ws))
+        log.info("connected to %s", a.uri)
+
+    async def ensure_connected(self) -> None:
+        from websockets.protocol import State
+
+        async with self.connect_lock:
+            if self.ws is None or self.ws.state is not State.OPEN:
+                await self.connect()
+
+    async def _read_agent(self, ws) -> None:
+        from websockets.exceptions import ConnectionClosed
+
+        try:
+            async for message in ws:
+                header, payload = decode(message)
+                gid = header.get("id")
+                route = self.routes.get(gid)
+                if route is None:
+                    continue
+                number, orig = route
+                if header["op"] in TERMINAL_REPLIES:
+                    del self.routes[gid]
+                header["id"] = orig
+                await self._to_client(number, encode(header, payload))
+        except (ConnectionClosed, ProtocolError, OSError) as exc:
+            log.warning("connection to the agent lost: %s", exc)
+        finally:
+            if self.ws is ws:
+                self.ws = None
+            for gid, (number, orig) in list(self.routes.items()):
+                del self.routes[gid]
+                await self._to_client(number, encode({"op": "error", "id": orig, "code": "connection_lost",
+                                                      "message": f"connection to the agent at {self.args.uri} lost"}))
+
+    async def _to_client(self, number: int, frame: bytes) -> None:
+        writer = self.clients.get(number)
+        if writer is None:
+            return
+        try:
+            writer.write(_LEN.pack(len(frame)))
+            writer.write(frame)
+            await writer.drain()
+        except (ConnectionError, OSError):
+            pass
+
+    async def handle_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        number = next(self.numbers)
+        self.clients[number] = writer
+        self.last_activity = time.monotonic()
+        try:
+            while True:
+                try:
+                    (size,) = _LEN.unpack(await reader.readexactly(_LEN.size))
+                    if size > MAX_FRAME + 1024:
+                        return
+                    frame = await reader.readexactly(size)
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                self.last_activity = time.monotonic()
+                await self._forward(number, frame)
+        finally:
+            del self.clients[number]
+            await self._abandon(number)
+            writer.close()
+            self.last_activity = time.monotonic()
+
+    async def _forward(self, number: int, frame: bytes) -> None:
+        try:
+            header, payload = decode(frame)
+        except ProtocolError as exc:
+            await self._to_client(number, encode({"op": "error", "id": None, "code": exc.code, "message": exc.message}))
+            return
+        if header["op"] == "mux_shutdown":
+            self.stop.set()
+            return
+        orig = header.get("id")
+        gid = f"{number}:{orig}"
+        header["id"] = gid
+        if header["op"] in OPEN_OPS:
+            try:
+                await self.ensure_connected()
+            except AgentUnreachable as exc:
+                await self._to_client(number, encode({"op": "error", "id": None, "code": "unreachable",
+                                                      "message": str(exc)}))
+                return
+            self.routes[gid] = (number, orig)
+        ws = self.ws
+        if ws is None:
+            if header["op"] != "cancel":
+                await self._to_client(number, encode({"op": "error", "id": orig, "code": "connection_lost",
+                                                      "message": f"connection to the agent at {self.args.uri} lost"}))
+            return
+        from websockets.exceptions import ConnectionClosed
+        try:
+            await ws.send(encode(header, payload))
+        except ConnectionClosed:
+            pass  # _read_agent reports it to every open operation
+
+    async def _abandon(self, number: int) -> None:
+        """A worker went away mid-operation (killed task, timeout): cancel what it left running."""
+        for gid, (owner, _orig) in list(self.routes.items()):
+            if owner == number:
+                del self.routes[gid]
+                if self.ws is not None:
+                    try:
+                        await self.ws.send(encode({"op": "cancel", "id": gid}))
+                    except Exception:  # already gone: nothing left to cancel
+                        pass
+
+    async def watch_idle(self) -> None:
+        while not self.stop.is_set():
+            await asyncio.sleep(1)
+            idle = time.monotonic() - self.last_activity
+            if not self.clients and not self.routes and idle > self.args.idle_timeout:
+                log.info("idle for %.0fs, exiting", idle)
+                self.stop.set()
+
+    async def run(self) -> int:
+        try:
+            await self.connect()
+        except AgentUnreachable as exc:
+            print(f"error: {exc}", flush=True)
+            return 1
+        path = self.args.socket
+        old_umask = os.umask(0o077)
+        try:
+            server = await asyncio.start_unix_server(self.handle_client, path, limit=MAX_FRAME + 1024)
+        finally:
+            os.umask(old_umask)
+        print("ready", flush=True)
+        _detach_stdout()
+        watcher = asyncio.create_task(self.watch_idle())
+        async with server:
+            await self.stop.wait()
+        watcher.cancel()
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        if self.ws is not None:
+            await self.ws.close()
+        return 0
+
+
+def _detach_stdout() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kubenest_agent.mux")
+    parser.add_argument("--socket", required=True)
+    parser.add_argument("--uri", required=True)
+    parser.add_argument("--server-name", required=True)
+    parser.add_argument("--ca", required=True)
+    parser.add_argument("--cert", required=True)
+    parser.add_argument("--key", required=True)
+    parser.add_argument("--connect-timeout", type=float, default=10)
+    parser.add_argument("--idle-timeout", type=float, default=60)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s mux[%(process)d] %(levelname)s: %(message)s")
+    return asyncio.run(Mux(args).run())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""Find or start the local mux for an agent; stdlib only, so Ansible workers start fast."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from .errors import AgentUnreachable
+
+SPAWN_TIMEOUT_S = 60
+
+
+def socket_path(mux_dir: str, uri: str, server_name: str, ca: str, cert: str, key: str) -> Path:
+    ident = "\0".join((uri, server_name or "", os.path.abspath(ca), os.path.abspath(cert), os.path.abspath(key)))
+    return Path(mux_dir) / (hashlib.sha256(ident.encode()).hexdigest()[:20] + ".sock")
+
+
+def _try_connect(path: Path) -> socket.socket | None:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(os.fspath(path))
+        return sock
+    except (FileNotFoundError, ConnectionRefusedError):
+        sock.close()
+        return None
+
+
+def connect_or_spawn(*, mux_dir: str, uri: str, server_name: str, ca: str, cert: str, key: str,
+                     connect_timeout: float, idle_timeout: float) -> socket.socket:
+    """Connect to the mux for this agent, starting it first if none is running."""
+    Path(mux_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = socket_path(mux_dir, uri, server_name, ca, cert, key)
+    sock = _try_connect(path)
+    if sock is not None:
+        return sock
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # several forks may race to start the same mux
+        sock = _try_connect(path)
+        if sock is not None:
+            return sock
+        try:
+            path.unlink()  # stale socket of a mux that died
+        except FileNotFoundError:
+            pass
+        for name, value in (("CA file", ca), ("client certificate", cert), ("client key", key)):
+            if not value or not os.path.isfile(value):
+                raise AgentUnreachable(f"the {name} {value!r} for the agent at {uri} does not exist")
+        log_path = path.with_suffix(".log")
+        with open(log_path, "ab") as log_file:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "kubenest_agent.mux", "--socket", os.fspath(path), "--uri", uri,
+                 "--server-name", server_name, "--ca", ca, "--cert", cert, "--key", key,
+                 "--connect-timeout", str(connect_timeout), "--idle-timeout", str(idle_timeout)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log_file, close_fds=True,
+                start_new_session=True)
+        line = proc.stdout.readline().decode(errors="replace").strip()
+        proc.stdout.close()
+        if line != "ready":
+            proc.wait(timeout=SPAWN_TIMEOUT_S)
+            raise AgentUnreachable(line.removeprefix("error: ") or
+                                   f"the connection helper for {uri} exited; see {log_path}")
+        sock = _try_connect(path)
+        if sock is None:
+            raise AgentUnreachable(f"the connection helper for {uri} started but its socket {path} is missing")
+        return sock

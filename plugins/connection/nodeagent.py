@@ -1,0 +1,256 @@
+# -*- coding: utf-8 -*-
+# Copyright: kosmos.kubenest contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: nodeagent
+short_description: Run tasks on a node through the kubenest agent (websocket + mutual TLS)
+description:
+  - Executes commands and transfers files through C(kubenest-agent) running on the node, instead of SSH.
+  - Every host gets one persistent websocket for the whole play, held by a small local helper process
+    (like OpenSSH's ControlPersist); it reconnects transparently if the connection dropped between tasks.
+  - The agent authenticates the controller by its client certificate and runs commands as root, so
+    O(become) to root is a no-op; become to another user still uses the configured become method.
+  - Requires the C(kubenest-agent) Python package on the controller.
+author:
+  - kosmos.kubenest contributors
+version_added: 1.0.0
+options:
+  remote_addr:
+    description: Address of the node's agent.
+    type: str
+    default: inventory_hostname
+    vars:
+      - name: inventory_hostname
+      - name: ansible_host
+      - name: kubenest_agent_host
+  port:
+    description: TCP port the agent listens on.
+    type: int
+    default: 7443
+    vars:
+      - name: ansible_port
+      - name: kubenest_agent_port
+    env:
+      - name: KUBENEST_AGENT_PORT
+    ini:
+      - section: kubenest_agent
+        key: port
+  remote_user:
+    description:
+      - The user commands run as. The agent always runs them as the user it runs as (root), so this
+        is fixed; it lets Ansible skip a become to root.
+    type: str
+    default: root
+  server_name:
+    description: Name to verify in the agent's certificate. Defaults to O(remote_addr).
+    type: str
+    vars:
+      - name: kubenest_agent_server_name
+  ca_file:
+    description: CA certificate that signed the agents' server certificates.
+    type: path
+    required: true
+    vars:
+      - name: kubenest_agent_ca_file
+    env:
+      - name: KUBENEST_AGENT_CA_FILE
+    ini:
+      - section: kubenest_agent
+        key: ca_file
+  cert_file:
+    description: The controller's client certificate.
+    type: path
+    required: true
+    vars:
+      - name: kubenest_agent_cert_file
+    env:
+      - name: KUBENEST_AGENT_CERT_FILE
+    ini:
+      - section: kubenest_agent
+        key: cert_file
+  key_file:
+    description: Private key of the controller's client certificate.
+    type: path
+    required: true
+    vars:
+      - name: kubenest_agent_key_file
+    env:
+      - name: KUBENEST_AGENT_KEY_FILE
+    ini:
+      - section: kubenest_agent
+        key: key_file
+  connect_timeout:
+    description: Seconds to wait for TCP, TLS and websocket handshakes.
+    type: float
+    default: 10
+    vars:
+      - name: kubenest_agent_connect_timeout
+    env:
+      - name: KUBENEST_AGENT_CONNECT_TIMEOUT
+    ini:
+      - section: kubenest_agent
+        key: connect_timeout
+  command_timeout:
+    description:
+      - Seconds after which the agent kills a command's whole process group; C(0) means no limit.
+      - A timed-out command fails with exit code 137 and a message on stderr.
+    type: float
+    default: 0
+    vars:
+      - name: kubenest_agent_command_timeout
+    env:
+      - name: KUBENEST_AGENT_COMMAND_TIMEOUT
+  persist_seconds:
+    description: How long the local helper keeps an idle connection open.
+    type: float
+    default: 60
+    vars:
+      - name: kubenest_agent_persist_seconds
+    env:
+      - name: KUBENEST_AGENT_PERSIST_SECONDS
+    ini:
+      - section: kubenest_agent
+        key: persist_seconds
+  control_dir:
+    description: Private directory for the local helper's sockets and logs.
+    type: path
+    default: ~/.ansible/kubenest-agent
+    env:
+      - name: KUBENEST_AGENT_CONTROL_DIR
+    ini:
+      - section: kubenest_agent
+        key: control_dir
+  pipelining:
+    description: Send modules over the command's stdin instead of copying them first.
+    type: bool
+    default: true
+    vars:
+      - name: ansible_pipelining
+      - name: kubenest_agent_pipelining
+    env:
+      - name: ANSIBLE_PIPELINING
+    ini:
+      - section: defaults
+        key: pipelining
+"""
+
+EXAMPLES = r"""
+# inventory.yml
+all:
+  vars:
+    ansible_connection: kosmos.kubenest.nodeagent
+    kubenest_agent_ca_file: pki/ca.crt
+    kubenest_agent_cert_file: pki/client.crt
+    kubenest_agent_key_file: pki/client.key
+  hosts:
+    node1:
+      ansible_host: 10.0.0.11
+"""
+
+import os
+
+from ansible.errors import AnsibleConnectionFailure, AnsibleError, AnsibleFileNotFound
+from ansible.module_utils.common.text.converters import to_bytes, to_native
+from ansible.plugins.connection import ConnectionBase
+from ansible.utils.display import Display
+
+try:
+    from kubenest_agent.client import AgentClient, UnixFrameTransport
+    from kubenest_agent.errors import AgentConnectionLost, AgentOpError, AgentUnreachable
+    from kubenest_agent.mux_client import connect_or_spawn
+    from kubenest_agent.protocol import encode
+    HAS_AGENT_LIB = True
+except ImportError:
+    HAS_AGENT_LIB = False
+
+display = Display()
+
+
+class Connection(ConnectionBase):
+    """Connection through kubenest-agent."""
+
+    transport = "kosmos.kubenest.nodeagent"
+    has_pipelining = True
+    has_tty = False
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._client = None
+
+    def _where(self):
+        return "%s:%s" % (self.get_option("remote_addr"), self.get_option("port"))
+
+    def _connect(self):
+        if self._connected:
+            return self
+        if not HAS_AGENT_LIB:
+            raise AnsibleError("the kosmos.kubenest.nodeagent connection needs the kubenest-agent Python package "
+                               "on the controller (pip install kubenest-agent)")
+        host = self.get_option("remote_addr")
+        netloc = "[%s]" % host if ":" in host else host
+        uri = "wss://%s:%s/" % (netloc, self.get_option("port"))
+        try:
+            sock = connect_or_spawn(
+                mux_dir=os.path.expanduser(self.get_option("control_dir")), uri=uri,
+                server_name=self.get_option("server_name") or host,
+                ca=self.get_option("ca_file"), cert=self.get_option("cert_file"), key=self.get_option("key_file"),
+                connect_timeout=self.get_option("connect_timeout"),
+                idle_timeout=self.get_option("persist_seconds"))
+        except AgentUnreachable as exc:
+            raise AnsibleConnectionFailure(to_native(exc))
+        self._client = AgentClient(UnixFrameTransport(sock))
+        self._connected = True
+        display.vvv("ESTABLISH KUBENEST AGENT CONNECTION TO %s" % uri, host=host)
+        return self
+
+    def _call(self, what, func, *args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except AgentUnreachable as exc:  # includes a connection lost mid-operation
+            self.close()
+            raise AnsibleConnectionFailure("%s on %s: %s" % (what, self._where(), to_native(exc)))
+        except AgentOpError as exc:
+            raise AnsibleError("%s on %s failed: %s" % (what, self._where(), to_native(exc)))
+
+    def exec_command(self, cmd, in_data=None, sudoable=True):
+        super().exec_command(cmd, in_data=in_data, sudoable=sudoable)
+        self._connect()
+        display.vvv("EXEC %s" % cmd, host=self.get_option("remote_addr"))
+        timeout = self.get_option("command_timeout") or None
+        result = self._call("exec", self._client.exec, shell=cmd, stdin=in_data, timeout=timeout)
+        stderr = result.stderr
+        if result.timed_out:
+            stderr += to_bytes("\nkubenest-agent: command killed after %ss timeout\n" % timeout)
+        return result.code, result.stdout, stderr
+
+    def put_file(self, in_path, out_path):
+        super().put_file(in_path, out_path)
+        self._connect()
+        display.vvv("PUT %s TO %s" % (in_path, out_path), host=self.get_option("remote_addr"))
+        if not os.path.isfile(to_bytes(in_path, errors="surrogate_or_strict")):
+            raise AnsibleFileNotFound("file or module does not exist: %s" % to_native(in_path))
+        self._call("put %s" % out_path, self._client.put, in_path, out_path)
+
+    def fetch_file(self, in_path, out_path):
+        super().fetch_file(in_path, out_path)
+        self._connect()
+        display.vvv("FETCH %s TO %s" % (in_path, out_path), host=self.get_option("remote_addr"))
+        self._call("fetch %s" % in_path, self._client.fetch, in_path, out_path)
+
+    def reset(self):
+        """Drop the persistent connection so the next task opens a fresh one."""
+        if self._connected:
+            try:
+                self._client.transport.send(encode({"op": "mux_shutdown", "id": 0}))
+            except AgentConnectionLost:
+                pass
+        self.close()
+
+    def close(self):
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        self._connected = False

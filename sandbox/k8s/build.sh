@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Build the Kubernetes and etcd binaries from Go modules, cached outside the repo by version.
+# Prints the directory that holds the binaries as its last line.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+# shellcheck source=/dev/null
+. "$here/../../versions.env"
+cache_root="${KUBENEST_CACHE:-$HOME/.cache/kubenest}"
+out="$cache_root/k8s/$KUBERNETES_VERSION-etcd-$ETCD_VERSION/bin"
+components=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubeadm)
+
+have_all() {
+  for c in "${components[@]}" etcd; do [ -x "$out/$c" ] || return 1; done
+}
+if have_all; then
+  echo "k8s binaries cached" >&2
+  echo "$out"; exit 0
+fi
+command -v go >/dev/null || { echo "error: go toolchain not found on PATH" >&2; exit 1; }
+mkdir -p "$out"
+work="$(mktemp -d "$cache_root/k8s/build.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+export CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local
+
+minor="${KUBERNETES_VERSION#v1.}"; minor="${minor%%.*}"
+# k8s.io/kubernetes refers to its staging modules as v0.0.0; point each at its published v0.<minor>.<patch>.
+staging_ver="v0.${KUBERNETES_VERSION#v1.}"
+gomod="$(go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
+{
+  echo "module kubenest.local/k8sbuild"
+  echo "go $(sed -n 's/^go //p' "$gomod")"
+  echo "require k8s.io/kubernetes $KUBERNETES_VERSION"
+  sed -n 's#^\s*\(k8s.io/[a-z0-9-]*\) => ./staging/.*#replace \1 => \1 '"$staging_ver"'#p' "$gomod"
+} > "$work/go.mod"
+ldflags="-s -w"
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  ldflags+=" -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+  ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+done
+cd "$work"
+for c in "${components[@]}"; do
+  [ -x "$out/$c" ] && continue
+  echo "building $c $KUBERNETES_VERSION" >&2
+  go build -trimpath -ldflags "$ldflags" -o "$out/$c.tmp" "k8s.io/kubernetes/cmd/$c"
+  mv "$out/$c.tmp" "$out/$c"
+done
+
+if [ ! -x "$out/etcd" ]; then
+  echo "building etcd $ETCD_VERSION" >&2
+  mkdir -p "$work/etcd" && cd "$work/etcd"
+  printf 'module kubenest.local/etcdbuild\ngo 1.24\nrequire go.etcd.io/etcd/server/v3 %s\n' "$ETCD_VERSION" > go.mod
+  printf 'package main\n\nimport (\n\t"os"\n\n\t"go.etcd.io/etcd/server/v3/etcdmain"\n)\n\nfunc main() { etcdmain.Main(os.Args) }\n' > main.go
+  go build -trimpath -ldflags "-s -w" -o "$out/etcd.tmp" .
+  mv "$out/etcd.tmp" "$out/etcd"
+fi
+have_all
+echo "$out"
