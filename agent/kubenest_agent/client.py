@@ -77,7 +77,7 @@ class WebSocketTransport:
         try:
             self.ws = connect(uri, ssl=ssl_context, server_hostname=server_name, subprotocols=[SUBPROTOCOL],
                               max_size=MAX_FRAME, compression=None, open_timeout=open_timeout,
-                              close_timeout=2, max_queue=8)
+                              close_timeout=2, max_queue=8, legacy=True)
         except Exception as exc:  # every failure to connect is a reason the host is unreachable
             raise AgentUnreachable(describe_connect_error(exc, uri)) from None
 

@@ -30,14 +30,21 @@ class AgentOpError(AgentError):
 def describe_connect_error(exc: BaseException, where: str) -> str:
     """A message naming the cause, for errors raised while opening a connection."""
     # Imported lazily: the plugin side must not pay for websockets when it only talks to the mux.
-    from websockets.exceptions import InvalidHandshake, InvalidStatus
+    from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
+    # With TLS 1.3 the server checks our certificate after our side of the handshake is done, so its
+    # alert surfaces later, wrapped in a websocket handshake error: report the underlying cause.
+    cause = exc
+    while isinstance(cause, InvalidHandshake) and not isinstance(cause, InvalidStatus) and cause.__cause__:
+        cause = cause.__cause__
+    if cause is not exc:
+        return describe_connect_error(cause, where)
     if isinstance(exc, ssl.SSLCertVerificationError):
         return f"TLS: the agent certificate at {where} is not trusted: {exc.verify_message or exc.reason}"
     if isinstance(exc, ssl.SSLError):
         reason = (exc.reason or str(exc)).lower().replace("_", " ")
         if "alert" in reason:
-            return f"TLS: the agent at {where} rejected our client certificate ({reason})"
+            return f"TLS: the agent at {where} did not accept our client certificate ({reason})"
         return f"TLS handshake with the agent at {where} failed: {reason}"
     if isinstance(exc, InvalidStatus):
         body = (exc.response.body or b"").decode(errors="replace").strip()
@@ -50,8 +57,9 @@ def describe_connect_error(exc: BaseException, where: str) -> str:
         return f"timed out connecting to the agent at {where}"
     if isinstance(exc, socket.gaierror):
         return f"cannot resolve the agent address {where}: {exc.strerror}"
-    if isinstance(exc, (ConnectionResetError, EOFError)):
-        return f"the agent at {where} closed the connection during the handshake (TLS client certificate rejected?)"
+    if isinstance(exc, (ConnectionResetError, EOFError, ConnectionClosed)):
+        return (f"TLS: the agent at {where} dropped the connection during the handshake: it did not accept our "
+                "client certificate (missing, expired, or from a CA it does not trust); its audit log has the reason")
     if isinstance(exc, OSError):
         return f"cannot connect to the agent at {where}: {exc.strerror or exc}"
     return f"cannot connect to the agent at {where}: {exc}"

@@ -127,7 +127,8 @@ class TLSGatedConnection(ServerConnection):
             tls = await loop.start_tls(transport, self, self.agent.ssl_context, server_side=True,
                                        ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S)
         except (OSError, TimeoutError, asyncio.CancelledError) as exc:
-            reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
+            reason = (getattr(exc, "verify_message", None) or getattr(exc, "reason", None) or str(exc)
+                      or type(exc).__name__)
             audit.record("refused", addr=addr, reason=f"TLS handshake failed: {reason}")
             transport.abort()
             return

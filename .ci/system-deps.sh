@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Debian packages the tests and sandbox need; installs only what is missing.
+set -euo pipefail
+pkgs=(containerd runc containernetworking-plugins debootstrap systemd-container iproute2 skopeo
+      openssh-server openssh-client iptables conntrack socat rsync git)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+  echo "error: missing Debian packages (${missing[*]}); run as root or install them" >&2; exit 1
+fi
+echo "installing: ${missing[*]}" >&2
+apt-get update -q
+DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,64 @@
+# kosmos.kubenest — developer entry points. `make up` and `make test` do all set-up on a fresh machine.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+PYTEST := $(VENV)/bin/pytest
+SITE := $(shell [ -x $(PY) ] && $(PY) -c 'import sysconfig;print(sysconfig.get_paths()["purelib"])')
+STAMP := $(VENV)/.installed-$(shell cat requirements.txt constraints.txt agent/pyproject.toml operator/pyproject.toml 2>/dev/null | sha256sum | cut -c1-12)
+export KUBENEST_CACHE ?= $(HOME)/.cache/kubenest
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: help install system-deps lint ruff ansible-lint sanity unit integration e2e test bench k8s images apiserver up down clean
+
+help:
+	@echo "make up        local sandbox host cluster, operator and a sample virtual cluster"
+	@echo "make test      everything: installs what it needs, lints, runs unit/integration/e2e tests"
+	@echo "make bench     benchmarks with ratios against their baselines"
+	@echo "make k8s       build (or reuse) the pinned Kubernetes binaries; prints their directory"
+	@echo "make down      remove the sandbox"
+
+$(STAMP): requirements.txt constraints.txt agent/pyproject.toml operator/pyproject.toml
+	@test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install -q -r requirements.txt -c constraints.txt
+	$(PIP) install -q --no-deps -e agent -e operator
+	mkdir -p $(shell $(PY) -c 'import sysconfig;print(sysconfig.get_paths()["purelib"])')/ansible_collections/kosmos
+	ln -sfn $(CURDIR) $(shell $(PY) -c 'import sysconfig;print(sysconfig.get_paths()["purelib"])')/ansible_collections/kosmos/kubenest
+	rm -f $(VENV)/.installed-* && touch $@
+
+install: system-deps $(STAMP)
+
+system-deps:
+	@bash .ci/system-deps.sh
+
+ruff: install
+	$(VENV)/bin/ruff check .
+
+ansible-lint: install
+	cd $(CURDIR) && PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/ansible-lint --profile production
+
+sanity: install
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH bash .ci/sanity.sh
+
+lint: ruff ansible-lint sanity
+
+unit: install
+	$(PYTEST) tests/unit
+
+integration: install k8s
+	$(PYTEST) tests/integration
+
+e2e: install
+	$(PYTEST) tests/e2e
+
+test: install lint unit integration e2e
+
+bench: install
+	$(PY) bench/run.py
+
+k8s:
+	@bash sandbox/k8s/build.sh
+
+clean:
+	rm -rf build tests/output bench/results

@@ -1,0 +1,3 @@
+"""kosmos.kubenest operator: turns VirtualCluster and GlobalNode events into ansible-runner runs."""
+
+__version__ = "1.0.0"

@@ -1,0 +1,279 @@
+#!/usr/bin/env python3
+"""Build OCI image-layout archives from the locally built Kubernetes binaries.
+
+No registry is reachable, so each control-plane image is assembled here: one layer holding the static binary,
+a minimal /etc/passwd and /etc/group and a /tmp dir. Archives are byte-for-byte reproducible (fixed mtimes,
+owners and ordering) and are cached under $KUBENEST_CACHE/images/<kubernetes version>/; an archive whose inputs
+did not change is left untouched. `ctr images import` and `skopeo inspect oci-archive:FILE` read them.
+
+Prints the images directory as its last line. Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PAUSE_SOURCE = Path(__file__).resolve().parent / "pause"
+REGISTRY = "kubenest.local"
+PAUSE_TAG = "3.10"
+EPOCH = "1970-01-01T00:00:00Z"
+GZIP_LEVEL = 6
+
+MEDIA_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+MEDIA_CONFIG = "application/vnd.oci.image.config.v1+json"
+MEDIA_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
+ANNOTATION_REF = "org.opencontainers.image.ref.name"
+ANNOTATION_CONTAINERD_NAME = "io.containerd.image.name"
+
+PASSWD = b"root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n"
+GROUP = b"root:x:0:\nnobody:x:65534:\n"
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    name: str
+    tag: str
+    binary: Path
+
+    @property
+    def ref(self) -> str:
+        return f"{REGISTRY}/{self.name}:{self.tag}"
+
+    @property
+    def entrypoint(self) -> str:
+        return f"/usr/local/bin/{self.name}"
+
+
+@dataclass(frozen=True)
+class Blob:
+    digest: str
+    size: int
+
+    def descriptor(self, media_type: str) -> dict:
+        return {"mediaType": media_type, "digest": self.digest, "size": self.size}
+
+
+class DigestWriter(io.RawIOBase):
+    """Passes writes through to `sink` while hashing and counting them."""
+
+    def __init__(self, sink):
+        self._sink = sink
+        self._sha = hashlib.sha256()
+        self.size = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        self._sha.update(data)
+        self._sink.write(data)
+        self.size += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self.size
+
+    @property
+    def digest(self) -> str:
+        return "sha256:" + self._sha.hexdigest()
+
+
+def read_versions(path: Path) -> dict[str, str]:
+    versions = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            key, value = line.split("=", 1)
+            versions[key.strip()] = value.strip()
+    return versions
+
+
+def sha256_file(path: Path) -> str:
+    sha = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            sha.update(chunk)
+    return sha.hexdigest()
+
+
+def canonical_json(obj) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
+
+
+def tar_member(name: str, *, kind: bytes = tarfile.REGTYPE, mode: int = 0o644, size: int = 0) -> tarfile.TarInfo:
+    # Fixed owner, group and mtime make the layer digest depend on content only.
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.mode = mode
+    info.size = size
+    info.mtime = 0
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    return info
+
+
+def write_layer(spec: ImageSpec, dest: Path) -> tuple[Blob, str]:
+    """Write the gzipped layer to `dest`; returns its blob and the diff_id (digest of the plain tar)."""
+    with dest.open("wb") as raw:
+        compressed = DigestWriter(raw)
+        with gzip.GzipFile(filename="", fileobj=compressed, mode="wb", mtime=0, compresslevel=GZIP_LEVEL) as gz:
+            plain = DigestWriter(gz)
+            with tarfile.open(fileobj=plain, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+                for directory, mode in (("etc/", 0o755), ("tmp/", 0o1777), ("usr/", 0o755),
+                                        ("usr/local/", 0o755), ("usr/local/bin/", 0o755)):
+                    tar.addfile(tar_member(directory, kind=tarfile.DIRTYPE, mode=mode))
+                for name, content in (("etc/group", GROUP), ("etc/passwd", PASSWD)):
+                    tar.addfile(tar_member(name, size=len(content)), io.BytesIO(content))
+                with spec.binary.open("rb") as binary:
+                    info = tar_member(spec.entrypoint.lstrip("/"), mode=0o755, size=spec.binary.stat().st_size)
+                    tar.addfile(info, binary)
+    return Blob(compressed.digest, compressed.size), plain.digest
+
+
+def image_config(spec: ImageSpec, diff_id: str) -> dict:
+    return {
+        "created": EPOCH,
+        "architecture": "amd64",
+        "os": "linux",
+        "config": {
+            "Entrypoint": [spec.entrypoint],
+            "Env": ["PATH=/usr/local/bin:/usr/bin:/bin"],
+            "WorkingDir": "/",
+            "Labels": {"org.opencontainers.image.version": spec.tag},
+        },
+        "rootfs": {"type": "layers", "diff_ids": [diff_id]},
+        "history": [{"created": EPOCH, "created_by": f"COPY {spec.name} {spec.entrypoint}"}],
+    }
+
+
+def add_bytes(tar: tarfile.TarFile, name: str, content: bytes) -> None:
+    tar.addfile(tar_member(name, size=len(content)), io.BytesIO(content))
+
+
+def write_archive(spec: ImageSpec, dest: Path) -> Blob:
+    """Write the OCI image-layout tar for `spec` to `dest`; returns the manifest blob."""
+    with tempfile.TemporaryDirectory(dir=dest.parent) as scratch:
+        layer_path = Path(scratch) / "layer"
+        layer, diff_id = write_layer(spec, layer_path)
+        config = canonical_json(image_config(spec, diff_id))
+        config_blob = Blob("sha256:" + hashlib.sha256(config).hexdigest(), len(config))
+        manifest = canonical_json({
+            "schemaVersion": 2,
+            "mediaType": MEDIA_MANIFEST,
+            "config": config_blob.descriptor(MEDIA_CONFIG),
+            "layers": [layer.descriptor(MEDIA_LAYER)],
+        })
+        manifest_blob = Blob("sha256:" + hashlib.sha256(manifest).hexdigest(), len(manifest))
+        manifest_descriptor = manifest_blob.descriptor(MEDIA_MANIFEST)
+        manifest_descriptor["annotations"] = {ANNOTATION_REF: spec.ref, ANNOTATION_CONTAINERD_NAME: spec.ref}
+        manifest_descriptor["platform"] = {"architecture": "amd64", "os": "linux"}
+        index = canonical_json({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+                                "manifests": [manifest_descriptor]})
+
+        def blob_name(blob: Blob) -> str:
+            return "blobs/sha256/" + blob.digest.split(":", 1)[1]
+
+        partial = dest.with_name(dest.name + ".partial")
+        with tarfile.open(partial, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+            add_bytes(tar, "oci-layout", canonical_json({"imageLayoutVersion": "1.0.0"}))
+            add_bytes(tar, "index.json", index)
+            tar.addfile(tar_member("blobs/", kind=tarfile.DIRTYPE, mode=0o755))
+            tar.addfile(tar_member("blobs/sha256/", kind=tarfile.DIRTYPE, mode=0o755))
+            add_bytes(tar, blob_name(manifest_blob), manifest)
+            add_bytes(tar, blob_name(config_blob), config)
+            with layer_path.open("rb") as f:
+                tar.addfile(tar_member(blob_name(layer), size=layer.size), f)
+        partial.replace(dest)
+    return manifest_blob
+
+
+def build_pause(out_dir: Path) -> Path:
+    """Build the pause binary from sandbox/images/pause unless its sources are unchanged."""
+    sources = sorted(p for p in PAUSE_SOURCE.iterdir() if p.suffix in (".go", ".mod"))
+    source_key = hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in sources)).hexdigest()
+    binary = out_dir / "pause"
+    stamp = out_dir / "pause.source-sha256"
+    if binary.is_file() and stamp.is_file() and stamp.read_text().strip() == source_key:
+        return binary
+    if shutil.which("go") is None:
+        sys.exit("error: go toolchain not found on PATH (needed to build the pause binary)")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, CGO_ENABLED="0", GOTOOLCHAIN="local", GOFLAGS="-mod=mod")
+    subprocess.run(["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(binary) + ".tmp", "."],
+                   cwd=PAUSE_SOURCE, env=env, check=True)
+    Path(str(binary) + ".tmp").replace(binary)
+    stamp.write_text(source_key + "\n")
+    return binary
+
+
+def ensure_image(spec: ImageSpec, out_dir: Path) -> dict:
+    archive = out_dir / f"{spec.name}.oci.tar"
+    input_key = hashlib.sha256(canonical_json({
+        "builder": sha256_file(Path(__file__)),
+        "binary": sha256_file(spec.binary),
+        "ref": spec.ref,
+    })).hexdigest()
+    key_file = out_dir / f"{spec.name}.oci.tar.input-sha256"
+    entry_file = out_dir / f"{spec.name}.oci.tar.json"
+    if archive.is_file() and key_file.is_file() and entry_file.is_file() \
+            and key_file.read_text().strip() == input_key:
+        print(f"{spec.ref}: cached", file=sys.stderr)
+        return json.loads(entry_file.read_text())
+    print(f"{spec.ref}: building {archive.name}", file=sys.stderr)
+    manifest = write_archive(spec, archive)
+    entry = {"ref": spec.ref, "archive": archive.name, "manifest_digest": manifest.digest,
+             "archive_size": archive.stat().st_size}
+    entry_file.write_text(json.dumps(entry, indent=2, sort_keys=True) + "\n")
+    key_file.write_text(input_key + "\n")
+    return entry
+
+
+def default_bin_dir(cache: Path, versions: dict[str, str]) -> Path:
+    # Same layout as sandbox/k8s/build.sh.
+    return cache / "k8s" / f"{versions['KUBERNETES_VERSION']}-etcd-{versions['ETCD_VERSION']}" / "bin"
+
+
+def main(argv: list[str] | None = None) -> int:
+    versions = read_versions(REPO_ROOT / "versions.env")
+    cache = Path(os.environ.get("KUBENEST_CACHE") or Path.home() / ".cache" / "kubenest")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bin-dir", type=Path, default=default_bin_dir(cache, versions),
+                        help="directory with the built binaries (default: the one sandbox/k8s/build.sh fills)")
+    parser.add_argument("--out", type=Path, default=cache / "images" / versions["KUBERNETES_VERSION"],
+                        help="output directory (default: %(default)s)")
+    args = parser.parse_args(argv)
+
+    k8s_tag = versions["KUBERNETES_VERSION"]
+    specs = [ImageSpec(name, k8s_tag, args.bin_dir / name)
+             for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")]
+    specs.append(ImageSpec("etcd", versions["ETCD_VERSION"], args.bin_dir / "etcd"))
+    missing = [str(s.binary) for s in specs if not s.binary.is_file()]
+    if missing:
+        sys.exit(f"error: missing binaries {missing}; run `make k8s` first")
+    args.out.mkdir(parents=True, exist_ok=True)
+    specs.append(ImageSpec("pause", PAUSE_TAG, build_pause(args.out / "pause-bin")))
+
+    catalog = {spec.name: ensure_image(spec, args.out) for spec in specs}
+    catalog_path = args.out / "images.json"
+    catalog_text = json.dumps(catalog, indent=2, sort_keys=True) + "\n"
+    if not catalog_path.is_file() or catalog_path.read_text() != catalog_text:
+        catalog_path.write_text(catalog_text)
+    print(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

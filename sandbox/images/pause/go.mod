@@ -1,0 +1,3 @@
+module kubenest.local/pause
+
+go 1.22
