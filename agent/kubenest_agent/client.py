@@ -60,7 +60,7 @@ class UnixFrameTransport:
             raise AgentConnectionLost(f"lost the local connection to the agent mux: {exc}") from None
 
     def poll(self) -> bytes | None:
-        readable, _, _ = select.select([self.sock], [], [], 0)
+        readable, _w, _x = select.select([self.sock], [], [], 0)
         return self.recv(None) if readable else None
 
     def close(self) -> None:
@@ -152,7 +152,7 @@ class AgentClient:
     def _check_early_error(self, op_id) -> None:
         frame = self.transport.poll()
         while frame is not None:
-            header, _ = decode(frame)
+            header, _payload = decode(frame)
             if header.get("id") == op_id and header["op"] == "error":
                 raise AgentOpError(header.get("code", "error"), header.get("message", ""))
             frame = self.transport.poll()
@@ -160,7 +160,7 @@ class AgentClient:
     def health(self) -> dict:
         op_id = next(self._ids)
         self._send({"op": "health", "id": op_id})
-        header, _ = self._next(op_id)
+        header, _payload = self._next(op_id)
         return header
 
     def exec(self, argv=None, shell=None, *, stdin: bytes | None = None, env=None, cwd=None, timeout=None,
@@ -224,7 +224,7 @@ class AgentClient:
                 self._send({"op": "cancel", "id": op_id})
                 raise
         self._send({"op": "end", "id": op_id, "size": sent, "sha256": hasher.hexdigest()})
-        result, _ = self._next(op_id)
+        result, _payload = self._next(op_id)
         return result
 
     def fetch(self, remote_path: str, local_path) -> dict:
@@ -234,7 +234,7 @@ class AgentClient:
         directory, base = os.path.split(os.path.abspath(local_path))
         temp = os.path.join(directory, f".{base}.kubenest-part")
         self._send({"op": "fetch", "id": op_id, "path": remote_path})
-        meta, _ = self._next(op_id)
+        meta, _payload = self._next(op_id)
         hasher = hashlib.sha256()
         size = 0
         try:

@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
-# Copyright: kosmos.kubenest contributors
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# Copyright: (c) kosmos.kubenest contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ description:
     O(become) to root is a no-op; become to another user still uses the configured become method.
   - Requires the C(kubenest-agent) Python package on the controller.
 author:
-  - kosmos.kubenest contributors
+  - kosmos.kubenest maintainers (@kosmos-kubenest)
 version_added: 1.0.0
 options:
   remote_addr:

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Build OCI image-layout archives from the locally built Kubernetes binaries.
 
 No registry is reachable, so each control-plane image is assembled here: one layer holding the static binary,

@@ -49,7 +49,7 @@ class AgentProcess:
                "--tls-cert", str(self.pki / f"{self.node}.crt"), "--tls-key", str(self.pki / f"{self.node}.key"),
                "--client-ca", str(self.pki / "ca.crt"), "--state-dir", str(self.state_dir),
                "--audit-log", str(self.audit_log), "--node-name", self.node, *self.extra_args]
-        self.log = open(self.state_dir.parent / f"agent-{self.port}.log", "ab")  # noqa: SIM115
+        self.log = open(self.state_dir.parent / f"agent-{self.port}.log", "ab")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -103,7 +103,7 @@ def shutdown_muxes(control_dir: Path) -> None:
 
 
 def pids_of(pattern: str) -> list[int]:
-    out = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout
+    out = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True, check=False).stdout
     return [int(p) for p in out.split()]
 
 

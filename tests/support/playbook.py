@@ -51,11 +51,12 @@ def run_playbook(playbook: Path, inventory: Path, control_dir: Path, *args, time
            "KUBENEST_AGENT_CONTROL_DIR": str(control_dir), "KUBENEST_AGENT_PERSIST_SECONDS": "20",
            "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '')}", **(extra_env or {})}
     proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(inventory), str(playbook), *args],
-                          capture_output=True, text=True, env=env, timeout=timeout)
+                          capture_output=True, text=True, env=env, timeout=timeout, check=False)
     try:
         data = json.loads(proc.stdout)
     except ValueError:
-        raise AssertionError(f"ansible-playbook printed no JSON (rc={proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        output = f"{proc.stdout}\n{proc.stderr}"
+        raise AssertionError(f"ansible-playbook printed no JSON (rc={proc.returncode}):\n{output}") from None
     return PlayResult(proc.returncode, data, proc.stderr)
 
 

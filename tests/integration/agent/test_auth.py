@@ -5,6 +5,7 @@ import ssl
 import time
 
 import pytest
+
 from kubenest_agent import devpki
 from kubenest_agent.client import WebSocketTransport
 from kubenest_agent.errors import AgentUnreachable
@@ -43,13 +44,12 @@ def test_certificate_from_another_ca(agent, tmp_path):
     other = tmp_path / "other"
     devpki.ensure_dev_pki(other, "x")
     since = time.time()
-    _assert_refused(agent, since, lambda: agent.client(cert_file=str(other / "client.crt"),
-                                                        key_file=str(other / "client.key")),
-                    "did not accept our client certificate")
+    files = {"cert_file": str(other / "client.crt"), "key_file": str(other / "client.key")}
+    _assert_refused(agent, since, lambda: agent.client(**files), "did not accept our client certificate")
 
 
 def test_expired_certificate(agent, tmp_path):
-    past = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=30)
+    past = dt.datetime.now(dt.UTC) - dt.timedelta(days=30)
     files = _issue_client(agent, tmp_path, not_before=past, not_after=past + dt.timedelta(days=1))
     since = time.time()
     _assert_refused(agent, since, lambda: agent.client(**files), "did not accept our client certificate")

@@ -86,7 +86,7 @@ def test_large_file_both_ways(env, tmp_path):
     _agent, inventory, control = env
     big = tmp_path / "big.bin"
     with open(big, "wb") as fh:
-        for _ in range(200):
+        for _i in range(200):
             fh.write(os.urandom(1 << 20))
     remote = tmp_path / "remote" / "big-copy.bin"
     remote.parent.mkdir()

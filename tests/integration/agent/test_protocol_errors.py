@@ -4,10 +4,11 @@ import json
 import struct
 
 import pytest
-from kubenest_agent.protocol import MAX_FRAME, MAX_HEADER, SUBPROTOCOL, decode, encode
-from kubenest_agent.tlsconfig import client_context
 from websockets.exceptions import ConnectionClosedError
 from websockets.sync.client import connect
+
+from kubenest_agent.protocol import MAX_FRAME, MAX_HEADER, SUBPROTOCOL, decode, encode
+from kubenest_agent.tlsconfig import client_context
 
 
 @pytest.fixture
@@ -20,7 +21,7 @@ def raw(agent):
 
 
 def _error(ws):
-    header, _ = decode(ws.recv(5))
+    header, _payload = decode(ws.recv(5))
     assert header["op"] == "error", header
     return header
 
@@ -75,7 +76,7 @@ def test_operations_multiplex_on_one_connection(raw):
 def test_cancel_stops_a_running_command(raw):
     raw.send(encode({"op": "exec", "id": "c", "shell": "sleep 20"}))
     raw.send(encode({"op": "cancel", "id": "c"}))
-    header, _ = decode(raw.recv(10))
+    header, _payload = decode(raw.recv(10))
     assert header["op"] == "exit" and header["cancelled"] and header["signal"] == "SIGTERM"
 
 

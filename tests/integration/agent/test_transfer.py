@@ -5,6 +5,7 @@ import os
 import stat
 
 import pytest
+
 from kubenest_agent.errors import AgentOpError
 from kubenest_agent.protocol import CHUNK_SIZE, decode, encode
 
@@ -71,7 +72,7 @@ def test_checksum_mismatch_leaves_nothing(agent, tmp_path):
         assert decode(ws.recv(5))[0]["op"] == "ready"
         ws.send(encode({"op": "data", "id": "x"}, b"hello"))
         ws.send(encode({"op": "end", "id": "x", "size": 5, "sha256": hashlib.sha256(b"other").hexdigest()}))
-        header, _ = decode(ws.recv(5))
+        header, _payload = decode(ws.recv(5))
     assert header["op"] == "error" and header["code"] == "checksum_mismatch"
     assert not dest.exists() and not list(tmp_path.glob("*kubenest-part"))
 
@@ -96,7 +97,7 @@ def test_killed_agent_mid_upload_leaves_no_partial_file(fresh_agent, tmp_path):
         ws = c.transport
         ws.send(encode({"op": "put", "id": "raw", "path": str(dest)}))
         assert decode(ws.recv(5))[0]["op"] == "ready"
-        for _ in range(4):
+        for _i in range(4):
             ws.send(encode({"op": "data", "id": "raw"}, b"z" * CHUNK_SIZE))
         c.health()  # all four chunks were processed
         assert list(tmp_path.glob(".dest.bin.*.kubenest-part"))

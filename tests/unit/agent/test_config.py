@@ -1,4 +1,5 @@
 import pytest
+
 from kubenest_agent.config import AgentConfig, ConfigError, load, parse_listen
 
 

@@ -3,6 +3,7 @@ import stat
 
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
 from kubenest_agent.devpki import ensure_dev_pki
 
 

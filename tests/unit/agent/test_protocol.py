@@ -2,6 +2,7 @@ import json
 import struct
 
 import pytest
+
 from kubenest_agent.protocol import MAX_HEADER, ProtocolError, decode, encode
 
 
@@ -15,7 +16,7 @@ def test_roundtrip_keeps_header_and_payload():
 
 def test_non_utf8_file_names_survive_as_surrogates():
     name = b"/tmp/\xff\xfe".decode(errors="surrogateescape")
-    got, _ = decode(encode({"op": "fetch", "id": 1, "path": name}))
+    got, _payload = decode(encode({"op": "fetch", "id": 1, "path": name}))
     assert got["path"].encode(errors="surrogateescape") == b"/tmp/\xff\xfe"
 
 

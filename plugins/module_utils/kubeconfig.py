@@ -1,0 +1,49 @@
+# Copyright: kosmos.kubenest maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""Render kubeconfig documents that authenticate with a client certificate."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+try:
+    import yaml
+except ImportError:
+    HAS_YAML = False
+else:
+    HAS_YAML = True
+
+
+def _b64(data):
+    if not isinstance(data, bytes):
+        data = data.encode("ascii")
+    return base64.b64encode(data).decode("ascii")
+
+
+def client_cert_kubeconfig(server, ca_pem, client_cert_pem, client_key_pem, cluster_name="kubernetes",
+                           user_name="admin", namespace=None):
+    """Return a kubeconfig dict with one cluster, one user and one current context; PEM data is embedded."""
+    context = {"cluster": cluster_name, "user": user_name}
+    if namespace:
+        context["namespace"] = namespace
+    context_name = "%s@%s" % (user_name, cluster_name)
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "preferences": {},
+        "clusters": [{"name": cluster_name,
+                      "cluster": {"server": server, "certificate-authority-data": _b64(ca_pem)}}],
+        "users": [{"name": user_name,
+                   "user": {"client-certificate-data": _b64(client_cert_pem),
+                            "client-key-data": _b64(client_key_pem)}}],
+        "contexts": [{"name": context_name, "context": context}],
+        "current-context": context_name,
+    }
+
+
+def dump_kubeconfig(config):
+    """Serialise a kubeconfig dict as YAML; JSON (a subset of YAML) when PyYAML is not installed."""
+    if HAS_YAML:
+        return yaml.safe_dump(config, default_flow_style=False, sort_keys=False)
+    return json.dumps(config, indent=2) + "\n"

@@ -1,0 +1,168 @@
+# Copyright: kosmos.kubenest maintainers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""X.509 building blocks for Kubernetes control planes: CAs, leaf certificates, service-account keys, PEM."""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import traceback
+from collections import namedtuple
+
+try:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+except ImportError:
+    HAS_CRYPTOGRAPHY = False
+    CRYPTOGRAPHY_IMPORT_ERROR = traceback.format_exc()
+else:
+    HAS_CRYPTOGRAPHY = True
+    CRYPTOGRAPHY_IMPORT_ERROR = None
+
+CA_VALIDITY_DAYS = 3650
+LEAF_VALIDITY_DAYS = 365
+RSA_KEY_SIZE = 2048
+# Certificates start slightly in the past so that peers with a lagging clock accept them right away.
+CLOCK_SKEW = datetime.timedelta(minutes=5)
+
+CertAndKey = namedtuple("CertAndKey", ["cert", "key"])
+
+
+def generate_private_key(key_type="rsa", rsa_key_size=RSA_KEY_SIZE):
+    """Return a new private key: RSA of `rsa_key_size` bits, or EC on curve P-256 when `key_type` is "ec"."""
+    if key_type == "rsa":
+        return rsa.generate_private_key(public_exponent=65537, key_size=rsa_key_size)
+    if key_type == "ec":
+        return ec.generate_private_key(ec.SECP256R1())
+    raise ValueError("unsupported key type %r (expected 'rsa' or 'ec')" % (key_type,))
+
+
+def _name(common_name, organizations=()):
+    attributes = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, org) for org in organizations]
+    attributes.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
+    return x509.Name(attributes)
+
+
+def _validity(days, now=None):
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    return now - CLOCK_SKEW, now + datetime.timedelta(days=days)
+
+
+def _subject_alt_names(dns_names, ip_addresses):
+    names = [x509.DNSName(name) for name in dns_names]
+    names.extend(x509.IPAddress(ipaddress.ip_address(ip)) for ip in ip_addresses)
+    return names
+
+
+def _key_usage(digital_signature=False, key_encipherment=False, key_cert_sign=False):
+    return x509.KeyUsage(
+        digital_signature=digital_signature,
+        content_commitment=False,
+        key_encipherment=key_encipherment,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=key_cert_sign,
+        crl_sign=key_cert_sign,
+        encipher_only=False,
+        decipher_only=False,
+    )
+
+
+def new_ca(common_name, validity_days=CA_VALIDITY_DAYS, key=None, key_type="rsa"):
+    """Return a self-signed CA certificate and its key."""
+    key = key or generate_private_key(key_type)
+    not_before, not_after = _validity(validity_days)
+    public_key = key.public_key()
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(_name(common_name))
+        .issuer_name(_name(common_name))
+        .public_key(public_key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(not_before)
+        .not_valid_after(not_after)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(_key_usage(digital_signature=True, key_cert_sign=True), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(public_key), critical=False)
+    )
+    return CertAndKey(builder.sign(key, hashes.SHA256()), key)
+
+
+def issue_certificate(ca, common_name, organizations=(), dns_names=(), ip_addresses=(), server=False,
+                      client=False, validity_days=LEAF_VALIDITY_DAYS, key=None, key_type="rsa"):
+    """Return a leaf certificate signed by `ca` (a CertAndKey) and its key.
+
+    `organizations` become O= attributes, which Kubernetes reads as the client's groups. `server` and `client`
+    select the extended key usages; at least one is required. The validity never outlasts the CA.
+    """
+    if not (server or client):
+        raise ValueError("a leaf certificate needs server and/or client usage")
+    key = key or generate_private_key(key_type)
+    not_before, not_after = _validity(validity_days)
+    not_after = min(not_after, certificate_not_after(ca.cert))
+    usages = []
+    if server:
+        usages.append(ExtendedKeyUsageOID.SERVER_AUTH)
+    if client:
+        usages.append(ExtendedKeyUsageOID.CLIENT_AUTH)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(_name(common_name, organizations))
+        .issuer_name(ca.cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(not_before)
+        .not_valid_after(not_after)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(_key_usage(digital_signature=True, key_encipherment=isinstance(key, rsa.RSAPrivateKey)),
+                       critical=True)
+        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()), critical=False)
+    )
+    alt_names = _subject_alt_names(dns_names, ip_addresses)
+    if alt_names:
+        builder = builder.add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
+    return CertAndKey(builder.sign(ca.key, hashes.SHA256()), key)
+
+
+def certificate_not_after(cert):
+    """End of validity as an aware UTC datetime, on old and new cryptography releases alike."""
+    not_after = getattr(cert, "not_valid_after_utc", None)
+    return not_after or cert.not_valid_after.replace(tzinfo=datetime.timezone.utc)
+
+
+def new_service_account_key(key_type="rsa"):
+    """Return the private key the API server signs service-account tokens with."""
+    return generate_private_key(key_type)
+
+
+def certificate_pem(cert):
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def private_key_pem(key):
+    """Unencrypted PKCS#8 PEM, which every Kubernetes component reads for both RSA and EC keys."""
+    return key.private_bytes(
+        encoding=serialization.Encoding.PEM,
+        format=serialization.PrivateFormat.PKCS8,
+        encryption_algorithm=serialization.NoEncryption(),
+    )
+
+
+def public_key_pem(key):
+    """PEM of the public half of `key` (a private or public key)."""
+    public_key = key.public_key() if hasattr(key, "public_key") else key
+    return public_key.public_bytes(
+        encoding=serialization.Encoding.PEM,
+        format=serialization.PublicFormat.SubjectPublicKeyInfo,
+    )
+
+
+def load_certificate_pem(data):
+    return x509.load_pem_x509_certificate(data)
+
+
+def load_private_key_pem(data):
+    return serialization.load_pem_private_key(data, password=None)
