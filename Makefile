@@ -17,6 +17,8 @@ help:
 	@echo "make test      everything: installs what it needs, lints, runs unit/integration/e2e tests"
 	@echo "make bench     benchmarks with ratios against their baselines"
 	@echo "make k8s       build (or reuse) the pinned Kubernetes binaries; prints their directory"
+	@echo "make images    build (or reuse) OCI archives of the control-plane and pause images; prints their directory"
+	@echo "make apiserver run a real etcd + kube-apiserver on loopback in the foreground (Ctrl-C stops it)"
 	@echo "make down      remove the sandbox"
 
 $(STAMP): requirements.txt constraints.txt agent/pyproject.toml operator/pyproject.toml
@@ -59,6 +61,12 @@ bench: install
 
 k8s:
 	@bash sandbox/k8s/build.sh
+
+images: k8s
+	@python3 sandbox/images/build_images.py
+
+apiserver: install k8s
+	@$(PY) -m tests.support.apiserver
 
 clean:
 	rm -rf build tests/output bench/results

@@ -164,11 +164,12 @@ class AgentClient:
         return header
 
     def exec(self, argv=None, shell=None, *, stdin: bytes | None = None, env=None, cwd=None, timeout=None,
-             on_stdout=None, on_stderr=None) -> ExecResult:
+             runner=None, on_stdout=None, on_stderr=None) -> ExecResult:
+        """Run a command; ``runner="python"`` lets the agent run a pipelined module in a warm interpreter."""
         op_id = next(self._ids)
         header = {"op": "exec", "id": op_id, "stdin": stdin is not None}
         header.update({k: v for k, v in (("argv", argv), ("shell", shell), ("env", env), ("cwd", cwd),
-                                         ("timeout", timeout)) if v is not None})
+                                         ("timeout", timeout), ("runner", runner)) if v is not None})
         self._send(header)
         feeder = None
         if stdin is not None:

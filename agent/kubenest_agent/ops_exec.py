@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import os
 import pwd
 import signal
 import time
 
 from .protocol import ProtocolError
+from .warm_python import ZygoteUnavailable
 
 READ_SIZE = 256 * 1024
 # After the process exits, wait this long for pipes held open by its background children.
 PIPE_GRACE_S = 2.0
 CANCEL_GRACE_S = 3.0
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# A pipelined module is buffered whole before it runs; bound it.
+MAX_MODULE_PAYLOAD = 64 * 1024 * 1024
 
 
 def base_env() -> dict:
@@ -44,7 +48,14 @@ def _parse(header: dict) -> dict:
     timeout = header.get("timeout")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
         raise ProtocolError("bad_request", "'timeout' must be a positive number of seconds")
-    return {"argv": argv, "env": env, "cwd": cwd, "timeout": timeout, "stdin": bool(header.get("stdin"))}
+    runner = header.get("runner")
+    if runner is not None:
+        if runner != "python":
+            raise ProtocolError("bad_request", f"unknown runner {runner!r} (known: 'python')")
+        if len(argv) != 1 or not os.path.isabs(argv[0]) or not header.get("stdin"):
+            raise ProtocolError("bad_request", "runner 'python' needs argv [absolute interpreter path] and stdin")
+    return {"argv": argv, "env": env, "cwd": cwd, "timeout": timeout, "stdin": bool(header.get("stdin")),
+            "runner": runner}
 
 
 def describe(header: dict, argv: list) -> dict:
@@ -67,8 +78,17 @@ class ExecOp:
         self.started = time.monotonic()
         self.counts = {"stdout": 0, "stderr": 0}
         self.cancelled = False
+        self.pid: int | None = None
+        self.returncode: int | None = None
+        self.module_payload = bytearray() if self.req["runner"] == "python" else None
+        self.runner_used: str | None = None
 
     async def start(self) -> None:
+        if self.module_payload is None:
+            await self._spawn()
+        # else: wait for the whole module on stdin, then hand it to the warm runner
+
+    async def _spawn(self, stdin_data: bytes | None = None) -> None:
         req = self.req
         env = base_env()
         env.update(req["env"])
@@ -84,7 +104,27 @@ class ExecOp:
             await self.session.send({"op": "stderr", "id": self.id}, message.encode())
             await self._finish(code, None, False, error=str(exc))
             return
-        self.task = asyncio.create_task(self._run())
+        self.pid = self.proc.pid
+        if stdin_data is not None:
+            self.proc.stdin.write(stdin_data)
+            self.proc.stdin.close()
+        self.task = asyncio.create_task(self._run(self.proc.stdout, self.proc.stderr, self.proc.wait))
+
+    async def _launch_warm(self) -> None:
+        payload = bytes(self.module_payload)
+        self.module_payload = None
+        env = base_env()
+        env.update(self.req["env"])
+        try:
+            zygote = await self.session.agent.warm.get(self.req["argv"][0])
+            run = await zygote.run(payload, env, self.req["cwd"])
+        except ZygoteUnavailable as exc:
+            logging.getLogger(__name__).warning("%s; running the module cold", exc)
+            self.runner_used = "spawn"
+            await self._spawn(payload)
+            return
+        self.pid, self.runner_used = run.pid, run.mode
+        self.task = asyncio.create_task(self._run(run.stdout, run.stderr, run.wait))
 
     async def _pump(self, stream, name: str) -> None:
         while True:
@@ -94,21 +134,21 @@ class ExecOp:
             self.counts[name] += len(data)
             await self.session.send({"op": name, "id": self.id}, data)
 
-    async def _run(self) -> None:
-        proc = self.proc
-        pumps = [asyncio.create_task(self._pump(proc.stdout, "stdout")),
-                 asyncio.create_task(self._pump(proc.stderr, "stderr"))]
+    async def _run(self, stdout, stderr, wait) -> None:
+        pumps = [asyncio.create_task(self._pump(stdout, "stdout")),
+                 asyncio.create_task(self._pump(stderr, "stderr"))]
         timed_out = False
+        waiter = asyncio.ensure_future(wait())
         try:
-            await asyncio.wait_for(proc.wait(), self.req["timeout"])
+            rc = await asyncio.wait_for(asyncio.shield(waiter), self.req["timeout"])
         except TimeoutError:
             timed_out = True
             self._signal_group(signal.SIGKILL)
-            await proc.wait()
+            rc = await waiter
+        self.returncode = rc
         _done, pending = await asyncio.wait(pumps, timeout=PIPE_GRACE_S)
         for task in pending:
             task.cancel()
-        rc = proc.returncode
         sig = signal.Signals(-rc).name if rc < 0 else None
         await self._finish(128 - rc if rc < 0 else rc, sig, timed_out)
 
@@ -122,13 +162,13 @@ class ExecOp:
             header["cancelled"] = True
         self.session.finished(self, status=code, signal=sig, timed_out=timed_out or None, duration_ms=duration_ms,
                               stdout_bytes=self.counts["stdout"], stderr_bytes=self.counts["stderr"],
-                              cancelled=self.cancelled or None, **self.audit)
+                              cancelled=self.cancelled or None, runner=self.runner_used, **self.audit)
         await self.session.send(header)
 
     def _signal_group(self, sig) -> None:
-        if self.proc and self.proc.returncode is None:
+        if self.pid is not None and self.returncode is None:
             try:
-                os.killpg(self.proc.pid, sig)
+                os.killpg(self.pid, sig)
             except ProcessLookupError:
                 pass
 
@@ -140,6 +180,13 @@ class ExecOp:
             raise ProtocolError("bad_request", f"'{op}' is not valid for an exec stream", self.id)
         if not self.req["stdin"]:
             raise ProtocolError("bad_request", "exec was opened without 'stdin': true", self.id)
+        if self.module_payload is not None:
+            self.module_payload += payload
+            if len(self.module_payload) > MAX_MODULE_PAYLOAD:
+                raise ProtocolError("bad_request", f"module payload exceeds {MAX_MODULE_PAYLOAD} bytes", self.id)
+            if header.get("eof"):
+                await self._launch_warm()
+            return
         pipe = self.proc.stdin if self.proc else None
         if pipe is None or pipe.is_closing():
             return
@@ -155,6 +202,10 @@ class ExecOp:
     async def abort(self) -> None:
         """Client cancelled or went away: stop the whole process group."""
         self.cancelled = True
+        if self.pid is None and self.module_payload is not None:
+            self.module_payload = None  # never started: nothing to stop
+            await self._finish(125, None, False, error="cancelled before the module started")
+            return
         self._signal_group(signal.SIGTERM)
         if self.task is not None:
             try:

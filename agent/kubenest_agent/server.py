@@ -19,6 +19,7 @@ from .ops_exec import ExecOp
 from .ops_files import FetchOp, PutOp
 from .protocol import MAX_FRAME, OPEN_OPS, PROTOCOL_VERSION, STREAM_OPS, SUBPROTOCOL, ProtocolError, decode, encode
 from .tlsconfig import peer_identity, server_context
+from .warm_python import WarmRunners
 
 log = logging.getLogger(__name__)
 OP_CLASSES = {"exec": ExecOp, "put": PutOp, "fetch": FetchOp}
@@ -142,6 +143,7 @@ class Agent:
         self.allowed = frozenset(cfg.allowed_clients)
         self.ssl_context = server_context(cfg.tls_cert, cfg.tls_key, cfg.client_ca)
         self.journal = InflightJournal(cfg.state_dir)
+        self.warm = WarmRunners(cfg.state_dir)
         self.started = time.monotonic()
 
     def health(self, op_id) -> dict:
@@ -198,4 +200,7 @@ class Agent:
             self.bound = bound
             if ready is not None:
                 ready.set()
-            await stop.wait()
+            try:
+                await stop.wait()
+            finally:
+                self.warm.stop()

@@ -124,6 +124,17 @@ options:
     ini:
       - section: kubenest_agent
         key: control_dir
+  warm_modules:
+    description:
+      - Let the agent run pipelined Python modules in a warm interpreter that has the Ansible module
+        runtime preloaded (forked per task; falls back to a fresh interpreter when the payload's
+        module_utils differ from the preloaded ones). Turn off to always start a fresh interpreter.
+    type: bool
+    default: true
+    vars:
+      - name: kubenest_agent_warm_modules
+    env:
+      - name: KUBENEST_AGENT_WARM_MODULES
   pipelining:
     description: Send modules over the command's stdin instead of copying them first.
     type: bool
@@ -162,6 +173,7 @@ try:
     from kubenest_agent.client import AgentClient, UnixFrameTransport
     from kubenest_agent.errors import AgentConnectionLost, AgentOpError, AgentUnreachable
     from kubenest_agent.mux_client import connect_or_spawn
+    from kubenest_agent.pipelining import python_module_command
     from kubenest_agent.protocol import encode
     HAS_AGENT_LIB = True
 except ImportError:
@@ -221,7 +233,13 @@ class Connection(ConnectionBase):
         self._connect()
         display.vvv("EXEC %s" % cmd, host=self.get_option("remote_addr"))
         timeout = self.get_option("command_timeout") or None
-        result = self._call("exec", self._client.exec, shell=cmd, stdin=in_data, timeout=timeout)
+        module = python_module_command(cmd) if in_data and self.get_option("warm_modules") else None
+        if module:
+            interpreter, env = module
+            result = self._call("exec", self._client.exec, argv=[interpreter], env=env, stdin=in_data,
+                                timeout=timeout, runner="python")
+        else:
+            result = self._call("exec", self._client.exec, shell=cmd, stdin=in_data, timeout=timeout)
         stderr = result.stderr
         if result.timed_out:
             stderr += to_bytes("\nkubenest-agent: command killed after %ss timeout\n" % timeout)

@@ -248,7 +248,7 @@ def default_bin_dir(cache: Path, versions: dict[str, str]) -> Path:
 def main(argv: list[str] | None = None) -> int:
     versions = read_versions(REPO_ROOT / "versions.env")
     cache = Path(os.environ.get("KUBENEST_CACHE") or Path.home() / ".cache" / "kubenest")
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--bin-dir", type=Path, default=default_bin_dir(cache, versions),
                         help="directory with the built binaries (default: the one sandbox/k8s/build.sh fills)")
     parser.add_argument("--out", type=Path, default=cache / "images" / versions["KUBERNETES_VERSION"],

@@ -199,8 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run a real etcd + kube-apiserver on loopback until Ctrl-C.")
     parser.add_argument("--service-cidr", default=DEFAULT_SERVICE_CIDR)
     args = parser.parse_args(argv)
-    # SIGTERM takes the same clean path as Ctrl-C.
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    # Ctrl-C and SIGTERM take the same clean path, even when started with SIGINT ignored (as a background job).
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.default_int_handler)
     try:
         with ApiServer(service_cidr=args.service_cidr) as api:
             print(f"kube-apiserver ready at {api.url} after {api.startup_seconds:.1f}s", flush=True)

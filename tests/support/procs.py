@@ -15,8 +15,8 @@ from pathlib import Path
 def free_ports(count: int) -> list[int]:
     """Distinct free loopback ports; all sockets stay open until every port is chosen so none repeats."""
     with contextlib.ExitStack() as stack:
-        ports = []
-        for _ in range(count):
+        ports: list[int] = []
+        while len(ports) < count:
             sock = stack.enter_context(socket.socket())
             sock.bind(("127.0.0.1", 0))
             ports.append(sock.getsockname()[1])
