@@ -21,6 +21,7 @@ import urllib.request
 from pathlib import Path
 
 from ansible_collections.kosmos.kubenest.plugins.module_utils import kubeconfig, pki
+from cryptography.x509.oid import NameOID
 
 from tests.support import k8sbin
 from tests.support.procs import ManagedProcess, free_ports, wait_until
@@ -191,7 +192,7 @@ class ApiServer:
         config = kubeconfig.client_cert_kubeconfig(
             self.url, pki.certificate_pem(self.ca.cert), pki.certificate_pem(client.cert),
             pki.private_key_pem(client.key), cluster_name=cluster_name,
-            user_name=client.cert.subject.rfc4514_string())
+            user_name=client.cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value)
         return _write(path, kubeconfig.dump_kubeconfig(config).encode(), 0o600)
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -144,28 +146,28 @@ class PrivateContainerd:
         self._run_namespaces.add(namespace)
 
     def namespaces(self) -> list[str]:
-        return self.ctr("namespaces", "ls", "-q").stdout.split()
+        return self.ctr("namespaces", "ls", "-q", check=False).stdout.split()
 
     def remove_containers(self, namespace: str) -> None:
-        for task in self.ctr("tasks", "ls", "-q", namespace=namespace).stdout.split():
+        """Kill and delete every task and container in `namespace` (best effort: used on the way out)."""
+        for task in self.ctr("tasks", "ls", "-q", namespace=namespace, check=False).stdout.split():
             self.ctr("tasks", "kill", "--signal", "SIGKILL", task, namespace=namespace, check=False)
             self.ctr("tasks", "delete", "--force", task, namespace=namespace, check=False)
-        for container in self.ctr("containers", "ls", "-q", namespace=namespace).stdout.split():
+        for container in self.ctr("containers", "ls", "-q", namespace=namespace, check=False).stdout.split():
             self.ctr("containers", "delete", container, namespace=namespace, check=False)
 
     def stop(self) -> None:
         if self.workdir is None:
             return
-        namespaces = []
         if self.process is not None and self.process.running():
-            namespaces = self.namespaces()
-            for namespace in namespaces:
+            for namespace in self.namespaces():
                 self.remove_containers(namespace)
         if self.process is not None:
             self.process.stop()
         # Shims outlive containerd by design; these were started by ours (matched by its socket) and are ours to end.
         for pid in _pids_with_args("-address", self.address):
-            os.kill(pid, 9)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         unmount_below(self.workdir)
         for namespace in self._run_namespaces:
             # `ctr run` puts a container's cgroup at /<namespace>/<id> and leaves /<namespace> behind.

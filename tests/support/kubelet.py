@@ -134,7 +134,7 @@ class StandaloneKubelet:
             manifest.unlink()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and self.process.running():
-            if "RUNNING" not in self.runtime.ctr("tasks", "ls", namespace=CRI_NAMESPACE).stdout:
+            if "RUNNING" not in self.runtime.ctr("tasks", "ls", namespace=CRI_NAMESPACE, check=False).stdout:
                 return
             time.sleep(0.5)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -68,6 +69,8 @@ def oci_images(k8s_bin_dir) -> dict[str, dict]:
 
 @pytest.fixture(scope="module")
 def containerd():
+    if os.geteuid() != 0:
+        pytest.skip("containerd needs root (mounts, cgroups, namespaces)")
     with PrivateContainerd() as runtime:
         yield runtime
     assert not runtime.process.running()
