@@ -89,7 +89,7 @@ def main() -> int:
         }
         big = root / "big.bin"
         with open(big, "wb") as fh:
-            for _ in range(args.size_mb):
+            for _chunk in range(args.size_mb):
                 fh.write(os.urandom(1 << 20))
         remote = root / "remote"
         remote.mkdir()
@@ -120,13 +120,13 @@ def main() -> int:
                     r.setdefault("raw_task_ms", []).append(
                         (timed_playbook(plays["raw"], inventory, env) - base) / args.tasks * 1000)
                     (remote / "big.bin").unlink(missing_ok=True)
-                    r.setdefault("copy_MBps", []).append(args.size_mb / (timed_playbook(plays["copy"], inventory,
-                                                                                           env) - base))
+                    copy_s = timed_playbook(plays["copy"], inventory, env) - base
+                    r.setdefault("copy_MBps", []).append(args.size_mb / copy_s)
                     if sha256(remote / "big.bin") != sha256(big):
                         raise RuntimeError(f"copy through {transport} corrupted the file")
                     (root / "fetched.bin").unlink(missing_ok=True)
-                    r.setdefault("fetch_MBps", []).append(args.size_mb / (timed_playbook(plays["fetch"], inventory,
-                                                                                            env) - base))
+                    fetch_s = timed_playbook(plays["fetch"], inventory, env) - base
+                    r.setdefault("fetch_MBps", []).append(args.size_mb / fetch_s)
                     if sha256(root / "fetched.bin") != sha256(big):
                         raise RuntimeError(f"fetch through {transport} corrupted the file")
         finally:

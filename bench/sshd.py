@@ -50,7 +50,7 @@ class LoopbackSSHD:
             self.proc.wait(10)
         # the ControlPersist masters Ansible started
         subprocess.run(["pkill", "-f", f"ControlPath={self.root}"], check=False)
-        for _ in range(50):
+        for _attempt in range(50):
             if subprocess.run(["pgrep", "-f", f"ControlPath={self.root}"], capture_output=True,
                               check=False).returncode:
                 break

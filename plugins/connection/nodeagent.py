@@ -13,7 +13,7 @@ description:
   - Every host gets one persistent websocket for the whole play, held by a small local helper process
     (like OpenSSH's ControlPersist); it reconnects transparently if the connection dropped between tasks.
   - The agent authenticates the controller by its client certificate and runs commands as root, so
-    O(become) to root is a no-op; become to another user still uses the configured become method.
+    C(become) to root is a no-op; become to another user still uses the configured become method.
   - Requires the C(kubenest-agent) Python package on the controller.
 author:
   - kosmos.kubenest maintainers (@kosmos-kubenest)
