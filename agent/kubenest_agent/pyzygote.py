@@ -1,4 +1,4 @@
-"""Warm Python module runner ("zygote"), run by the node's own interpreter with ``-c``.
+"""Warm Python module runner ("zygote"), run by the node's own interpreter.
 
 Most of the time of an Ansible module task is spent importing ``ansible.module_utils`` from the
 module's payload zip. The zygote imports that core once, from the first payload it sees, then forks
@@ -273,4 +273,4 @@ def serve(ctl_fd, cache_dir):
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]), sys.argv[2])
+    serve(int(sys.argv[-2]), sys.argv[-1])

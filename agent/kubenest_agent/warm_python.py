@@ -12,7 +12,9 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 LEN = struct.Struct(">I")
-ZYGOTE_SOURCE = (Path(__file__).parent / "pyzygote.py").read_text()
+ZYGOTE_PATH = Path(__file__).parent / "pyzygote.py"
+# Run the zygote file with -c rather than as a script, so its directory never lands on sys.path.
+ZYGOTE_BOOT = "import sys;p=sys.argv[1];exec(compile(open(p).read(),p,'exec'),{'__name__':'__main__'})"
 # Restart a zygote whose preloaded modules keep mismatching the payloads (controller upgraded Ansible).
 COLD_STREAK_LIMIT = 3
 
@@ -68,7 +70,7 @@ class Zygote:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self.proc = await asyncio.create_subprocess_exec(
-                self.interpreter, "-c", ZYGOTE_SOURCE, str(theirs.fileno()), str(self.cache_dir),
+                self.interpreter, "-c", ZYGOTE_BOOT, str(ZYGOTE_PATH), str(theirs.fileno()), str(self.cache_dir),
                 pass_fds=(theirs.fileno(),), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
                 stderr=asyncio.subprocess.DEVNULL, env={"PATH": os.environ.get("PATH", ""), "LANG": "C.UTF-8"},
                 start_new_session=True)
