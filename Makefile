@@ -5,7 +5,6 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 PYTEST := $(VENV)/bin/pytest
-SITE := $(shell [ -x $(PY) ] && $(PY) -c 'import sysconfig;print(sysconfig.get_paths()["purelib"])')
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt constraints.txt agent/pyproject.toml operator/pyproject.toml 2>/dev/null | sha256sum | cut -c1-12)
 export KUBENEST_CACHE ?= $(HOME)/.cache/kubenest
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
@@ -32,8 +31,9 @@ $(STAMP): requirements.txt constraints.txt agent/pyproject.toml operator/pyproje
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q -r requirements.txt -c constraints.txt
 	$(PIP) install -q --no-deps -e agent -e operator
-	mkdir -p $(shell $(PY) -c 'import sysconfig;print(sysconfig.get_paths()["purelib"])')/ansible_collections/kosmos
-	ln -sfn $(CURDIR) $(shell $(PY) -c 'import sysconfig;print(sysconfig.get_paths()["purelib"])')/ansible_collections/kosmos/kubenest
+	@# the collection is this checkout: link it where ansible looks for installed collections
+	site="$$($(PY) -c 'import sysconfig;print(sysconfig.get_paths()["purelib"])')" && \
+	  mkdir -p "$$site/ansible_collections/kosmos" && ln -sfn "$(CURDIR)" "$$site/ansible_collections/kosmos/kubenest"
 	rm -f $(VENV)/.installed-* && touch $@
 
 install: system-deps $(STAMP)
