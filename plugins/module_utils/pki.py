@@ -1,5 +1,5 @@
 # Copyright: kosmos.kubenest maintainers
-# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """X.509 building blocks for Kubernetes control planes: CAs, leaf certificates, service-account keys, PEM."""
 
 from __future__ import annotations
@@ -166,3 +166,42 @@ def load_certificate_pem(data):
 
 def load_private_key_pem(data):
     return serialization.load_pem_private_key(data, password=None)
+
+
+def certificate_spec(cert):
+    """What a certificate asserts, in the shape the certificate module compares against its arguments."""
+    try:
+        sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        dns_names = sorted(sans.get_values_for_type(x509.DNSName))
+        ip_addresses = sorted(str(ip) for ip in sans.get_values_for_type(x509.IPAddress))
+    except x509.ExtensionNotFound:
+        dns_names, ip_addresses = [], []
+    try:
+        usages = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    except x509.ExtensionNotFound:
+        usages = []
+    is_ca = cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    return {
+        "common_name": cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value,
+        "organizations": sorted(a.value for a in cert.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)),
+        "dns_names": dns_names,
+        "ip_addresses": ip_addresses,
+        "server": ExtendedKeyUsageOID.SERVER_AUTH in usages,
+        "client": ExtendedKeyUsageOID.CLIENT_AUTH in usages,
+        "is_ca": is_ca,
+    }
+
+
+def signed_by(cert, ca_cert):
+    """True when `ca_cert`'s key produced `cert`'s signature (subject/issuer names alone can collide)."""
+    if cert.issuer != ca_cert.subject:
+        return False
+    try:
+        cert.verify_directly_issued_by(ca_cert)
+    except (ValueError, TypeError, Exception):  # InvalidSignature and friends
+        return False
+    return True
+
+
+def key_matches(cert, key):
+    return public_key_pem(cert.public_key()) == public_key_pem(key)

@@ -1,0 +1,250 @@
+#!/usr/bin/python
+# Copyright: (c) kosmos.kubenest contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: certificate
+short_description: Ensure a Kubernetes CA or certificate and its key exist as PEM files
+version_added: 1.0.0
+description:
+  - Creates a self-signed CA, or a certificate signed by a CA, as C(<path>.crt) and C(<path>.key), with
+    Python C(cryptography) (never the openssl CLI).
+  - Idempotent; a certificate is re-issued only when its subject, organizations, SANs or usages differ
+    from the arguments, it is not signed by O(ca_path), its key does not match, or it expires within
+    O(renew_before_days).
+  - Keys are written with mode C(0600); files are replaced atomically.
+author:
+  - kosmos.kubenest maintainers (@kosmos-kubenest)
+options:
+  path:
+    description: Path of the pair without extension; C(.crt) and C(.key) are appended.
+    type: path
+    required: true
+  ca_path:
+    description: Path (without extension) of the signing CA pair. Required unless O(is_ca=true).
+    type: path
+  is_ca:
+    description: Create a self-signed certificate authority.
+    type: bool
+    default: false
+  common_name:
+    description: Subject CN. Kubernetes reads it as the user name of a client certificate.
+    type: str
+    required: true
+  organizations:
+    description: Subject O values. Kubernetes reads them as the groups of a client certificate.
+    type: list
+    elements: str
+    default: []
+  dns_names:
+    description: DNS subject alternative names.
+    type: list
+    elements: str
+    default: []
+  ip_addresses:
+    description: IP subject alternative names.
+    type: list
+    elements: str
+    default: []
+  usages:
+    description: Extended key usages of a leaf certificate.
+    type: list
+    elements: str
+    choices: [server, client]
+    default: [client]
+  validity_days:
+    description: Lifetime of a new certificate (never longer than its CA's). Defaults to 3650 for a CA, 365 otherwise.
+    type: int
+  renew_before_days:
+    description: Re-issue a certificate that expires within this many days.
+    type: int
+    default: 30
+  key_type:
+    description: Key algorithm of a new key.
+    type: str
+    choices: [rsa, ec]
+    default: rsa
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+requirements:
+  - cryptography >= 3.3
+"""
+
+EXAMPLES = r"""
+- name: Cluster CA
+  kosmos.kubenest.certificate:
+    path: /etc/kubernetes/pki/ca
+    is_ca: true
+    common_name: kubernetes-ca
+
+- name: API server serving certificate
+  kosmos.kubenest.certificate:
+    path: /etc/kubernetes/pki/apiserver
+    ca_path: /etc/kubernetes/pki/ca
+    common_name: kube-apiserver
+    usages: [server]
+    dns_names: [kubernetes, kubernetes.default, kubernetes.default.svc]
+    ip_addresses: [198.19.128.1, 198.18.0.11]
+"""
+
+RETURN = r"""
+cert:
+  description: Path of the certificate.
+  returned: always
+  type: str
+key:
+  description: Path of the private key.
+  returned: always
+  type: str
+reason:
+  description: Why the certificate was (re)issued, or C(unchanged).
+  returned: always
+  type: str
+  sample: subject alternative names differ
+not_after:
+  description: End of validity of the certificate now on disk (or that would be), ISO 8601.
+  returned: always
+  type: str
+"""
+
+import datetime
+import ipaddress
+import os
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.kosmos.kubenest.plugins.module_utils import pki
+
+
+def _read(path):
+    with open(path, "rb") as fh:
+        return fh.read()
+
+
+def _write_atomic(path, data, mode):
+    directory = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".%s." % os.path.basename(path))
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _wanted(params):
+    ips = sorted(str(ipaddress.ip_address(ip)) for ip in params["ip_addresses"])
+    return {
+        "common_name": params["common_name"],
+        "organizations": sorted(params["organizations"]),
+        "dns_names": sorted(params["dns_names"]),
+        "ip_addresses": ips,
+        "server": not params["is_ca"] and "server" in params["usages"],
+        "client": not params["is_ca"] and "client" in params["usages"],
+        "is_ca": params["is_ca"],
+    }
+
+
+def _why_reissue(cert_path, key_path, ca, wanted, renew_before_days):
+    if not (os.path.exists(cert_path) and os.path.exists(key_path)):
+        return "missing"
+    try:
+        cert = pki.load_certificate_pem(_read(cert_path))
+        key = pki.load_private_key_pem(_read(key_path))
+    except ValueError as exc:
+        return "unreadable (%s)" % exc
+    if not pki.key_matches(cert, key):
+        return "key does not match certificate"
+    spec = pki.certificate_spec(cert)
+    for field, label in (("common_name", "common name"), ("organizations", "organizations"),
+                         ("dns_names", "DNS names"), ("ip_addresses", "IP addresses"),
+                         ("server", "server usage"), ("client", "client usage"), ("is_ca", "CA flag")):
+        if spec[field] != wanted[field]:
+            return "%s differ" % label
+    if ca is not None and not pki.signed_by(cert, ca.cert):
+        return "not signed by the given CA"
+    remaining = pki.certificate_not_after(cert) - datetime.datetime.now(datetime.timezone.utc)
+    if remaining < datetime.timedelta(days=renew_before_days):
+        return "expires in %d days" % remaining.days
+    return None
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path", required=True),
+            ca_path=dict(type="path"),
+            is_ca=dict(type="bool", default=False),
+            common_name=dict(type="str", required=True),
+            organizations=dict(type="list", elements="str", default=[]),
+            dns_names=dict(type="list", elements="str", default=[]),
+            ip_addresses=dict(type="list", elements="str", default=[]),
+            usages=dict(type="list", elements="str", choices=["server", "client"], default=["client"]),
+            validity_days=dict(type="int"),
+            renew_before_days=dict(type="int", default=30),
+            key_type=dict(type="str", choices=["rsa", "ec"], default="rsa"),
+        ),
+        required_if=[("is_ca", False, ("ca_path",))],
+        mutually_exclusive=[("is_ca", "ca_path")],
+        supports_check_mode=True,
+    )
+    if not pki.HAS_CRYPTOGRAPHY:
+        module.fail_json(msg=missing_required_lib("cryptography"), exception=pki.CRYPTOGRAPHY_IMPORT_ERROR)
+    p = module.params
+    for ip in p["ip_addresses"]:
+        try:
+            ipaddress.ip_address(ip)
+        except ValueError:
+            module.fail_json(msg="ip_addresses: %r is not an IP address" % ip)
+    if not p["is_ca"] and not p["usages"]:
+        module.fail_json(msg="usages: a leaf certificate needs at least one of server, client")
+    cert_path, key_path = p["path"] + ".crt", p["path"] + ".key"
+    directory = os.path.dirname(cert_path) or "."
+    if not os.path.isdir(directory):
+        module.fail_json(msg="path: directory %s does not exist" % directory)
+
+    ca = None
+    if p["ca_path"]:
+        try:
+            ca = pki.CertAndKey(pki.load_certificate_pem(_read(p["ca_path"] + ".crt")),
+                                pki.load_private_key_pem(_read(p["ca_path"] + ".key")))
+        except (OSError, ValueError) as exc:
+            module.fail_json(msg="ca_path: cannot load the CA pair %s.crt/.key: %s" % (p["ca_path"], exc))
+        if not pki.certificate_spec(ca.cert)["is_ca"]:
+            module.fail_json(msg="ca_path: %s.crt is not a CA certificate" % p["ca_path"])
+
+    wanted = _wanted(p)
+    reason = _why_reissue(cert_path, key_path, ca, wanted, p["renew_before_days"])
+    if reason is None:
+        cert = pki.load_certificate_pem(_read(cert_path))
+        module.exit_json(changed=False, cert=cert_path, key=key_path, reason="unchanged",
+                         not_after=pki.certificate_not_after(cert).isoformat())
+    if module.check_mode:
+        module.exit_json(changed=True, cert=cert_path, key=key_path, reason=reason, not_after="")
+
+    days = p["validity_days"] or (pki.CA_VALIDITY_DAYS if p["is_ca"] else pki.LEAF_VALIDITY_DAYS)
+    if p["is_ca"]:
+        pair = pki.new_ca(p["common_name"], validity_days=days, key_type=p["key_type"])
+    else:
+        pair = pki.issue_certificate(ca, p["common_name"], organizations=p["organizations"],
+                                     dns_names=p["dns_names"], ip_addresses=p["ip_addresses"],
+                                     server="server" in p["usages"], client="client" in p["usages"],
+                                     validity_days=days, key_type=p["key_type"])
+    # key first: a crash between the two writes leaves a mismatch that the next run repairs
+    _write_atomic(key_path, pki.private_key_pem(pair.key), 0o600)
+    _write_atomic(cert_path, pki.certificate_pem(pair.cert), 0o644)
+    module.exit_json(changed=True, cert=cert_path, key=key_path, reason=reason,
+                     not_after=pki.certificate_not_after(pair.cert).isoformat())
+
+
+if __name__ == "__main__":
+    main()
