@@ -25,9 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-PAUSE_SOURCE = Path(__file__).resolve().parent / "pause"
+PROGRAMS = Path(__file__).resolve().parent  # Go programs of our own: pause, echo
 REGISTRY = "kubenest.local"
 PAUSE_TAG = "3.10"
+ECHO_TAG = "1.0"
 EPOCH = "1970-01-01T00:00:00Z"
 GZIP_LEVEL = 6
 
@@ -199,20 +200,21 @@ def write_archive(spec: ImageSpec, dest: Path) -> Blob:
     return manifest_blob
 
 
-def build_pause(out_dir: Path) -> Path:
-    """Build the pause binary from sandbox/images/pause unless its sources are unchanged."""
-    sources = sorted(p for p in PAUSE_SOURCE.iterdir() if p.suffix in (".go", ".mod"))
+def build_program(name: str, out_dir: Path) -> Path:
+    """Build sandbox/images/<name> (static Go) unless its sources are unchanged."""
+    source_dir = PROGRAMS / name
+    sources = sorted(p for p in source_dir.iterdir() if p.suffix in (".go", ".mod"))
     source_key = hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in sources)).hexdigest()
-    binary = out_dir / "pause"
-    stamp = out_dir / "pause.source-sha256"
+    binary = out_dir / name
+    stamp = out_dir / f"{name}.source-sha256"
     if binary.is_file() and stamp.is_file() and stamp.read_text().strip() == source_key:
         return binary
     if shutil.which("go") is None:
-        sys.exit("error: go toolchain not found on PATH (needed to build the pause binary)")
+        sys.exit(f"error: go toolchain not found on PATH (needed to build the {name} binary)")
     out_dir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, CGO_ENABLED="0", GOTOOLCHAIN="local", GOFLAGS="-mod=mod")
     subprocess.run(["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(binary) + ".tmp", "."],
-                   cwd=PAUSE_SOURCE, env=env, check=True)
+                   cwd=source_dir, env=env, check=True)
     Path(str(binary) + ".tmp").replace(binary)
     stamp.write_text(source_key + "\n")
     return binary
@@ -263,7 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         sys.exit(f"error: missing binaries {missing}; run `make k8s` first")
     args.out.mkdir(parents=True, exist_ok=True)
-    specs.append(ImageSpec("pause", PAUSE_TAG, build_pause(args.out / "pause-bin")))
+    specs.append(ImageSpec("pause", PAUSE_TAG, build_program("pause", args.out / "pause-bin")))
+    specs.append(ImageSpec("echo", ECHO_TAG, build_program("echo", args.out / "echo-bin")))
 
     catalog = {spec.name: ensure_image(spec, args.out) for spec in specs}
     catalog_path = args.out / "images.json"

@@ -57,7 +57,8 @@ def test_oversized_message_closes_only_that_connection(agent, raw):
     with pytest.raises(ConnectionClosedError) as closed:
         raw.send(encode({"op": "data", "id": 1}, b"x" * MAX_FRAME))
         raw.recv(5)
-    assert closed.value.rcvd.code == 1009  # message too big
+    # 1009 "message too big", unless the close frame was lost in the reset of a half-sent message
+    assert closed.value.rcvd is None or closed.value.rcvd.code == 1009
     with agent.client() as c:
         assert c.health()["ok"]
 

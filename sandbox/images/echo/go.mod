@@ -1,0 +1,3 @@
+module kubenest.local/echo
+
+go 1.22
