@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import socket
 import ssl
 
@@ -51,9 +52,9 @@ def describe_connect_error(exc: BaseException, where: str) -> str:
         return f"the agent at {where} refused the connection: HTTP {exc.response.status_code} {body}".rstrip()
     if isinstance(exc, InvalidHandshake):
         return f"websocket handshake with the agent at {where} failed: {exc}"
-    if isinstance(exc, ConnectionRefusedError):
+    if isinstance(exc, ConnectionRefusedError) or getattr(exc, "errno", None) == errno.ECONNREFUSED:
         return f"connection to the agent at {where} refused (is kubenest-agent running?)"
-    if isinstance(exc, (TimeoutError, socket.timeout)):
+    if isinstance(exc, (TimeoutError, socket.timeout)) or getattr(exc, "errno", None) == errno.ETIMEDOUT:
         return f"timed out connecting to the agent at {where}"
     if isinstance(exc, socket.gaierror):
         return f"cannot resolve the agent address {where}: {exc.strerror}"

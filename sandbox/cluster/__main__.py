@@ -1,0 +1,92 @@
+"""python -m sandbox.cluster up: bootstrap the sandbox host cluster on the node machines.
+
+Writes group_vars/host_vars next to the machines' inventory, runs playbooks/bootstrap.yml through the
+agent, routes the pod subnets from the host over the bridge, and leaves the admin kubeconfig at
+<state dir>/kubeconfig.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from sandbox.machines.config import REPO_ROOT, from_env
+from sandbox.machines.errors import SandboxError
+
+from .layout import cidrs, pod_subnets
+
+
+def _last_line(cmd: list[str]) -> str:
+    out = subprocess.run(cmd, cwd=REPO_ROOT, check=True, capture_output=True, text=True).stdout
+    return out.strip().splitlines()[-1]
+
+
+def write_vars(sb, bin_dir: str, images_dir: str) -> dict[str, str]:
+    pod_cidr, service_cidr = cidrs()
+    subnets = pod_subnets(pod_cidr, [n.name for n in sb.nodes])
+    group_vars = {
+        "kubenest_bin_dir": bin_dir,
+        "kubenest_images_dir": images_dir,
+        "kubenest_pki_dir": str(sb.state_dir / "cluster-pki"),
+        "kubenest_admin_kubeconfig": str(sb.state_dir / "kubeconfig"),
+        "kubenest_service_cidr": service_cidr,
+        "kubenest_pod_cidr": pod_cidr,
+    }
+    (sb.state_dir / "group_vars").mkdir(exist_ok=True)
+    (sb.state_dir / "host_vars").mkdir(exist_ok=True)
+    (sb.state_dir / "group_vars" / "all.yml").write_text(yaml.safe_dump(group_vars))
+    for node in sb.nodes:
+        (sb.state_dir / "host_vars" / f"{node.name}.yml").write_text(
+            yaml.safe_dump({"kubelet_pod_cidr": subnets[node.name]}))
+    return subnets
+
+
+def route_pod_subnets(sb, subnets: dict[str, str]) -> None:
+    """Let the sandbox host reach pods directly, like a router on the node network would."""
+    ips = {n.name: n.ip for n in sb.nodes}
+    for name, subnet in subnets.items():
+        subprocess.run(["ip", "route", "replace", subnet, "via", ips[name], "dev", sb.bridge], check=True)
+
+
+def up(args) -> int:
+    sb = from_env()
+    inventory = sb.inventory_path
+    if not inventory.is_file():
+        raise SandboxError(f"{inventory} is missing: start the machines first (make nodes)")
+    bin_dir = _last_line(["bash", "sandbox/k8s/build.sh"])
+    images_dir = _last_line([sys.executable, "sandbox/images/build_images.py"])
+    subnets = write_vars(sb, bin_dir, images_dir)
+    env = {**os.environ, "ANSIBLE_FORCE_COLOR": os.environ.get("ANSIBLE_FORCE_COLOR", "0")}
+    playbook = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
+                str(REPO_ROOT / "playbooks" / "bootstrap.yml"), *args.ansible_args]
+    rc = subprocess.run(playbook, cwd=REPO_ROOT, env=env, check=False).returncode
+    if rc != 0:
+        return rc
+    route_pod_subnets(sb, subnets)
+    print(f"host cluster ready: kubectl --kubeconfig {sb.state_dir / 'kubeconfig'} get nodes")
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sandbox.cluster", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    up_parser = sub.add_parser("up", help="bootstrap (or converge) the host cluster on the machines")
+    up_parser.add_argument("ansible_args", nargs="*", help="extra ansible-playbook arguments")
+    args = parser.parse_args(argv)
+    try:
+        return up(args)
+    except SandboxError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except subprocess.CalledProcessError as exc:
+        print(f"error: {' '.join(exc.cmd)} failed with {exc.returncode}:\n{exc.stderr or ''}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

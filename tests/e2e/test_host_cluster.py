@@ -1,0 +1,174 @@
+"""The sandbox host cluster, bootstrapped from bare machines by playbooks/bootstrap.yml through the agent."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.x509.oid import NameOID
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.rest import ApiException
+
+from kubenest_agent.client import connect_direct
+from sandbox.machines.config import REPO_ROOT, from_env
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="node machines need root")
+NAMESPACE = "kubenest-e2e"
+
+
+def _run(*args, env=None, timeout=1800):
+    proc = subprocess.run([sys.executable, *args], cwd=REPO_ROOT, capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=timeout, check=False)
+    assert proc.returncode == 0, f"{args} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    started = time.monotonic()
+    _run("-m", "sandbox.machines", "up")
+    _run("-m", "sandbox.cluster", "up")
+    print(f"\nmachines + host cluster up in {time.monotonic() - started:.0f}s")
+    sb = from_env()
+    api = k8s_config.new_client_from_config(str(sb.state_dir / "kubeconfig"))
+    yield sb, api
+    if _ns_exists(api):
+        k8s.CoreV1Api(api).delete_namespace(NAMESPACE)
+
+
+def _ns_exists(api) -> bool:
+    try:
+        k8s.CoreV1Api(api).read_namespace(NAMESPACE)
+        return True
+    except ApiException:
+        return False
+
+
+def test_every_machine_is_a_ready_node(cluster):
+    sb, api = cluster
+    nodes = {n.metadata.name: n for n in k8s.CoreV1Api(api).list_node().items}
+    assert sorted(nodes) == sorted(n.name for n in sb.nodes)
+    for name, node in nodes.items():
+        ready = [c for c in node.status.conditions if c.type == "Ready"]
+        assert ready and ready[0].status == "True", f"{name} is not Ready: {ready}"
+    control_plane = [n.name for n in sb.nodes if n.role == "control_plane"]
+    for name in control_plane:
+        assert "node-role.kubernetes.io/control-plane" in nodes[name].metadata.labels
+        assert any(t.key == "node-role.kubernetes.io/control-plane" for t in nodes[name].spec.taints or [])
+
+
+def test_kubectl_get_nodes_with_the_sandbox_kubeconfig(cluster):
+    sb, _api = cluster
+    out = subprocess.run(["kubectl", "--kubeconfig", str(sb.state_dir / "kubeconfig"), "get", "nodes", "--no-headers"],
+                         capture_output=True, text=True, check=True, timeout=60).stdout
+    assert len(out.splitlines()) == len(sb.nodes)
+    assert all(line.split()[1] == "Ready" for line in out.splitlines())
+
+
+def test_join_window_is_closed(cluster):
+    _sb, api = cluster
+    secrets = k8s.CoreV1Api(api).list_namespaced_secret("kube-system").items
+    assert not [s.metadata.name for s in secrets if s.type == "bootstrap.kubernetes.io/token"]
+
+
+def _echo_workload(api) -> tuple[list, int]:
+    core, apps = k8s.CoreV1Api(api), k8s.AppsV1Api(api)
+    if not _ns_exists(api):
+        core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=NAMESPACE)))
+    labels = {"app": "echo"}
+    env = [k8s.V1EnvVar(name="POD_IP", value_from=k8s.V1EnvVarSource(
+               field_ref=k8s.V1ObjectFieldSelector(field_path="status.podIP"))),
+           k8s.V1EnvVar(name="NODE_NAME", value_from=k8s.V1EnvVarSource(
+               field_ref=k8s.V1ObjectFieldSelector(field_path="spec.nodeName")))]
+    spread = k8s.V1Affinity(pod_anti_affinity=k8s.V1PodAntiAffinity(
+        required_during_scheduling_ignored_during_execution=[k8s.V1PodAffinityTerm(
+            label_selector=k8s.V1LabelSelector(match_labels=labels), topology_key="kubernetes.io/hostname")]))
+    deployment = k8s.V1Deployment(
+        metadata=k8s.V1ObjectMeta(name="echo"),
+        spec=k8s.V1DeploymentSpec(replicas=2, selector=k8s.V1LabelSelector(match_labels=labels),
+                                  template=k8s.V1PodTemplateSpec(
+                                      metadata=k8s.V1ObjectMeta(labels=labels),
+                                      spec=k8s.V1PodSpec(affinity=spread, containers=[k8s.V1Container(
+                                          name="echo", image="kubenest.local/echo:1.0", image_pull_policy="Never",
+                                          env=env, ports=[k8s.V1ContainerPort(container_port=8080)])]))))
+    apps.create_namespaced_deployment(NAMESPACE, deployment)
+    service = core.create_namespaced_service(NAMESPACE, k8s.V1Service(
+        metadata=k8s.V1ObjectMeta(name="echo"),
+        spec=k8s.V1ServiceSpec(type="NodePort", selector=labels,
+                               ports=[k8s.V1ServicePort(port=80, target_port=8080)])))
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        pods = core.list_namespaced_pod(NAMESPACE, label_selector="app=echo").items
+        running = [p for p in pods if p.status.phase == "Running" and p.status.pod_ip
+                   and all(c.ready for c in p.status.container_statuses or [])]
+        if len(running) == 2:
+            return running, service.spec.ports[0].node_port
+        time.sleep(2)
+    events = core.list_namespaced_event(NAMESPACE).items
+    raise AssertionError("echo pods did not run: " + "; ".join(f"{e.reason}: {e.message}" for e in events[-10:]))
+
+
+def _get(url: str) -> str:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as resp:
+                return resp.read().decode()
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)
+
+
+def test_pods_on_two_workers_reach_each_other_and_a_node_port_answers(cluster):
+    sb, api = cluster
+    pods, node_port = _echo_workload(api)
+    a, b = pods
+    workers = {n.name for n in sb.nodes if n.role == "workers"}
+    assert a.spec.node_name != b.spec.node_name
+    assert {a.spec.node_name, b.spec.node_name} <= workers
+    # pod A fetches pod B across nodes; the host reaches pod A through the node network
+    answer = _get(f"http://{a.status.pod_ip}:8080/fetch?url=http://{b.status.pod_ip}:8080/")
+    assert f"host={b.metadata.name}" in answer and f"node={b.spec.node_name}" in answer
+    for node in sb.nodes:
+        assert "host=echo-" in _get(f"http://{node.ip}:{node_port}/")
+
+
+def test_node_credentials_are_system_node_and_cannot_read_secrets(cluster):
+    sb, api = cluster
+    worker = next(n for n in sb.nodes if n.role == "workers")
+    pki = sb.state_dir / "pki"
+    with tempfile.TemporaryDirectory() as tmp:
+        pem = Path(tmp) / "kubelet.pem"
+        with connect_direct(worker.ip, 7443, ca_file=str(pki / "ca.crt"), cert_file=str(pki / "client.crt"),
+                            key_file=str(pki / "client.key"), server_name=worker.ip) as agent:
+            agent.fetch("/var/lib/kubelet/pki/kubelet-client-current.pem", pem)
+        cert = x509.load_pem_x509_certificate(pem.read_bytes())
+        subject = {a.oid: a.value for a in cert.subject}
+        assert subject[NameOID.COMMON_NAME] == f"system:node:{worker.name}"
+        assert subject[NameOID.ORGANIZATION_NAME] == "system:nodes"
+        cfg = k8s.Configuration()
+        cfg.host = api.configuration.host
+        cfg.ssl_ca_cert = api.configuration.ssl_ca_cert
+        cfg.cert_file = cfg.key_file = str(pem)
+        node_api = k8s.CoreV1Api(k8s.ApiClient(cfg))
+        assert node_api.read_node(worker.name).metadata.name == worker.name
+        with pytest.raises(ApiException) as denied:
+            node_api.list_secret_for_all_namespaces()
+        assert denied.value.status == 403
+
+
+def test_second_bootstrap_run_changes_nothing(cluster):
+    proc = _run("-m", "sandbox.cluster", "up", env={"ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json"})
+    stats = json.loads(proc.stdout[proc.stdout.index("{"):proc.stdout.rindex("}") + 1])["stats"]
+    changed = {host: s["changed"] for host, s in stats.items() if s["changed"]}
+    assert not changed, f"second run changed: {changed}"
