@@ -116,29 +116,15 @@ not_after:
 import datetime
 import ipaddress
 import os
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.kosmos.kubenest.plugins.module_utils import pki
+from ansible_collections.kosmos.kubenest.plugins.module_utils.files import write_atomic
 
 
 def _read(path):
     with open(path, "rb") as fh:
         return fh.read()
-
-
-def _write_atomic(path, data, mode):
-    directory = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".%s." % os.path.basename(path))
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _wanted(params):
@@ -240,8 +226,8 @@ def main():
                                      server="server" in p["usages"], client="client" in p["usages"],
                                      validity_days=days, key_type=p["key_type"])
     # key first: a crash between the two writes leaves a mismatch that the next run repairs
-    _write_atomic(key_path, pki.private_key_pem(pair.key), 0o600)
-    _write_atomic(cert_path, pki.certificate_pem(pair.cert), 0o644)
+    write_atomic(key_path, pki.private_key_pem(pair.key), 0o600)
+    write_atomic(cert_path, pki.certificate_pem(pair.cert), 0o644)
     module.exit_json(changed=True, cert=cert_path, key=key_path, reason=reason,
                      not_after=pki.certificate_not_after(pair.cert).isoformat())
 

@@ -69,10 +69,10 @@ dest:
 """
 
 import os
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.kosmos.kubenest.plugins.module_utils import kubeconfig as kc
+from ansible_collections.kosmos.kubenest.plugins.module_utils.files import write_atomic
 
 
 def _read(module, path, what):
@@ -121,11 +121,7 @@ def main():
         directory = os.path.dirname(dest) or "."
         if not os.path.isdir(directory):
             module.fail_json(msg="dest: directory %s does not exist" % directory)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".%s." % os.path.basename(dest))
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(content)
-        os.replace(tmp, dest)
+        write_atomic(dest, content, 0o600)
     file_args = module.load_file_common_arguments(dict(path=dest, mode=p["mode"]))
     if os.path.exists(dest):
         changed = module.set_fs_attributes_if_different(file_args, changed)

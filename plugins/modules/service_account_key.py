@@ -52,23 +52,10 @@ public_key:
 """
 
 import os
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.kosmos.kubenest.plugins.module_utils import pki
-
-
-def _write_atomic(path, data, mode):
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".%s." % os.path.basename(path))
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+from ansible_collections.kosmos.kubenest.plugins.module_utils.files import write_atomic
 
 
 def main():
@@ -92,7 +79,7 @@ def main():
     changed = key is None
     if key is None and not module.check_mode:
         key = pki.new_service_account_key(module.params["key_type"])
-        _write_atomic(key_path, pki.private_key_pem(key), 0o600)
+        write_atomic(key_path, pki.private_key_pem(key), 0o600)
     if key is not None:
         wanted_pub = pki.public_key_pem(key)
         current_pub = None
@@ -102,7 +89,7 @@ def main():
         if current_pub != wanted_pub:
             changed = True
             if not module.check_mode:
-                _write_atomic(pub_path, wanted_pub, 0o644)
+                write_atomic(pub_path, wanted_pub, 0o644)
     module.exit_json(changed=changed, key=key_path, public_key=pub_path)
 
 

@@ -24,7 +24,7 @@ from ansible_collections.kosmos.kubenest.plugins.module_utils import kubeconfig,
 from cryptography.x509.oid import NameOID
 
 from tests.support import k8sbin
-from tests.support.procs import ManagedProcess, free_ports, wait_until
+from tests.support.procs import ManagedProcess, StartStop, free_ports, wait_until
 
 DEFAULT_SERVICE_CIDR = "198.19.128.0/17"
 ADMIN_USER = "kubenest-admin"
@@ -56,7 +56,7 @@ def _https_ok(url: str, context: ssl.SSLContext) -> bool:
         return False
 
 
-class ApiServer:
+class ApiServer(StartStop):
     """Context manager that runs etcd (TLS, client-cert auth) and kube-apiserver (TLS, Node+RBAC) on 127.0.0.1."""
 
     def __init__(self, service_cidr: str = DEFAULT_SERVICE_CIDR, startup_timeout: float = 120,
@@ -81,17 +81,6 @@ class ApiServer:
     @property
     def ca_file(self) -> Path:
         return self.pki_dir / "ca.crt"
-
-    def __enter__(self) -> ApiServer:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.stop()
 
     def start(self) -> None:
         started = time.monotonic()

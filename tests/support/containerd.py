@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 from tests.support.hostfs import HostPathGuard, remove_cgroup_tree, unmount_below
-from tests.support.procs import ManagedProcess, wait_until
+from tests.support.procs import ManagedProcess, StartStop, wait_until
 
 CNI_BIN_DIR = "/usr/lib/cni"  # Debian's containernetworking-plugins
 CAP_SYS_RESOURCE = 24
@@ -78,7 +78,7 @@ def _pids_with_args(*args: str) -> list[int]:
     return pids
 
 
-class PrivateContainerd:
+class PrivateContainerd(StartStop):
     """containerd with everything under one temp dir; stop() removes containers, shims, mounts and the dir."""
 
     def __init__(self, sandbox_image: str = "kubenest.local/pause:3.10", startup_timeout: float = 30):
@@ -97,17 +97,6 @@ class PrivateContainerd:
     @property
     def endpoint(self) -> str:
         return f"unix://{self.address}"
-
-    def __enter__(self) -> PrivateContainerd:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.stop()
 
     def start(self) -> None:
         if shutil.which("containerd") is None or shutil.which("ctr") is None:

@@ -20,7 +20,7 @@ import yaml
 from tests.support import k8sbin
 from tests.support.containerd import PrivateContainerd
 from tests.support.hostfs import HostPathGuard, create_cgroup_v1, remove_cgroup_tree, unmount_below
-from tests.support.procs import ManagedProcess, free_ports, wait_until
+from tests.support.procs import ManagedProcess, StartStop, free_ports, wait_until
 
 FIXED_HOST_PATHS = ("/var/lib/kubelet", "/var/log/containers")
 CRI_NAMESPACE = "k8s.io"
@@ -36,7 +36,7 @@ def _get(url: str) -> tuple[int, str]:
         return 0, ""
 
 
-class StandaloneKubelet:
+class StandaloneKubelet(StartStop):
     """Context manager for a kubelet with its root dir, cgroup root and ports of its own."""
 
     def __init__(self, runtime: PrivateContainerd, node_name: str = "kubenest-standalone",
@@ -54,17 +54,8 @@ class StandaloneKubelet:
     def manifests_dir(self) -> Path:
         return self.workdir / "manifests"
 
-    def __enter__(self) -> StandaloneKubelet:
-        try:
-            self.start()
-            self.wait_healthy()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.stop()
+    def ready(self) -> None:
+        self.wait_healthy()
 
     def config(self) -> dict:
         return {

@@ -89,3 +89,28 @@ def pid_exists(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+class StartStop:
+    """Context manager for fixtures built from processes: a failed start still cleans up."""
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def ready(self) -> None:
+        """Block until usable; start() alone may return before that."""
+
+    def __enter__(self):
+        try:
+            self.start()
+            self.ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
