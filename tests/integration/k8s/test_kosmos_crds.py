@@ -1,0 +1,127 @@
+"""The kosmos.io CRDs on a real API server: the seed and proposal forms pass, bad specs are refused at admission."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import kubernetes
+import pytest
+import yaml
+from kubernetes.client.rest import ApiException
+
+CRDS = Path(__file__).resolve().parents[3] / "deploy" / "crds"
+GROUP, VERSION = "kosmos.io", "v1alpha1"
+
+SEED = """
+apiVersion: kosmos.io/v1alpha1
+kind: VirtualCluster
+metadata: {namespace: test-521-8, name: test-521-8}
+spec:
+  externalIP: "192.168.0.1"
+  promotePolicies:
+    - labelSelector: {matchLabels: {kubernetes.io/hostname: kc-aaaaa-s-x6fn2}}
+      nodeCount: 1
+"""
+
+
+@pytest.fixture(scope="module")
+def kosmos(api_client):
+    ext = kubernetes.client.ApiextensionsV1Api(api_client)
+    for path in sorted(CRDS.glob("*.yaml")):
+        crd = yaml.safe_load(path.read_text())
+        try:
+            ext.create_custom_resource_definition(crd)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+    deadline = time.monotonic() + 30
+    for name in ("virtualclusters.kosmos.io", "globalnodes.kosmos.io"):
+        while True:
+            conditions = ext.read_custom_resource_definition(name).status.conditions or []
+            if any(c.type == "Established" and c.status == "True" for c in conditions):
+                break
+            assert time.monotonic() < deadline, f"{name} not established"
+            time.sleep(0.2)
+    core = kubernetes.client.CoreV1Api(api_client)
+    for ns in ("test-521-8", "vc-tests"):
+        try:
+            core.create_namespace(kubernetes.client.V1Namespace(metadata=kubernetes.client.V1ObjectMeta(name=ns)))
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+    return kubernetes.client.CustomObjectsApi(api_client)
+
+
+def _create(api, body, strict=True):
+    ns = body["metadata"]["namespace"]
+    return api.create_namespaced_custom_object(GROUP, VERSION, ns, "virtualclusters", body,
+                                               field_validation="Strict" if strict else None)
+
+
+def _vc(name, spec):
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "VirtualCluster",
+            "metadata": {"namespace": "vc-tests", "name": name}, "spec": spec}
+
+
+def test_seed_example_is_accepted_verbatim_and_defaulted(kosmos):
+    created = _create(kosmos, yaml.safe_load(SEED))
+    assert created["spec"]["externalIP"] == "192.168.0.1"
+    assert created["spec"]["kubernetesVersion"] == "v1.36.3"
+    assert created["spec"]["imageRepository"] == "kubenest.local"
+
+
+def test_proposal_form_with_node_names_is_accepted(kosmos):
+    created = _create(kosmos, _vc("by-name", {"promoteResources": {"nodes": ["node1", "node2"]}}))
+    assert created["spec"]["promoteResources"]["nodes"] == ["node1", "node2"]
+
+
+@pytest.mark.parametrize(("name", "spec", "field"), [
+    ("neg-count", {"promotePolicies": [{"labelSelector": {}, "nodeCount": -1}]}, "spec.promotePolicies[0].nodeCount"),
+    ("zero-count", {"promotePolicies": [{"labelSelector": {}, "nodeCount": 0}]}, "spec.promotePolicies[0].nodeCount"),
+    ("bad-ip", {"externalIP": "300.1.1.1"}, "spec.externalIP"),
+    ("bad-label-key", {"promotePolicies": [{"labelSelector": {"matchLabels": {"bad key!": "x"}}, "nodeCount": 1}]},
+     "spec.promotePolicies[0].labelSelector.matchLabels"),
+    ("bad-operator", {"promotePolicies": [{"labelSelector": {"matchExpressions": [
+        {"key": "a", "operator": "Near"}]}, "nodeCount": 1}]},
+     "spec.promotePolicies[0].labelSelector.matchExpressions[0].operator"),
+    ("in-without-values", {"promotePolicies": [{"labelSelector": {"matchExpressions": [
+        {"key": "a", "operator": "In"}]}, "nodeCount": 1}]},
+     "spec.promotePolicies[0].labelSelector.matchExpressions[0]"),
+    ("bad-node-name", {"promoteResources": {"nodes": ["Not_A_Node"]}}, "spec.promoteResources.nodes[0]"),
+    ("both-forms", {"promotePolicies": [{"labelSelector": {}, "nodeCount": 1}],
+                    "promoteResources": {"nodes": ["n1"]}}, "spec"),
+    ("bad-version", {"kubernetesVersion": "latest"}, "spec.kubernetesVersion"),
+    ("unknown-field", {"nodeCont": 3}, "spec.nodeCont"),
+])
+def test_bad_specs_are_refused_naming_the_field(kosmos, name, spec, field):
+    with pytest.raises(ApiException) as refused:
+        _create(kosmos, _vc(name, spec))
+    assert refused.value.status in (400, 422)
+    assert field in refused.value.body, refused.value.body
+
+
+def test_status_is_a_subresource_and_printer_columns_exist(kosmos, api_client):
+    created = _create(kosmos, _vc("status-check", {}))
+    body = {"status": {"phase": "Preparing", "observedGeneration": 1}}
+    kosmos.patch_namespaced_custom_object(GROUP, VERSION, "vc-tests", "virtualclusters", "status-check",
+                                          {"status": {"phase": "Completed"}})  # main resource ignores status
+    got = kosmos.get_namespaced_custom_object(GROUP, VERSION, "vc-tests", "virtualclusters", "status-check")
+    assert "status" not in got
+    kosmos.patch_namespaced_custom_object_status(GROUP, VERSION, "vc-tests", "virtualclusters", "status-check", body)
+    got = kosmos.get_namespaced_custom_object(GROUP, VERSION, "vc-tests", "virtualclusters", "status-check")
+    assert got["status"]["phase"] == "Preparing" and created["metadata"]["name"] == "status-check"
+    crd = kubernetes.client.ApiextensionsV1Api(api_client).read_custom_resource_definition("virtualclusters.kosmos.io")
+    columns = [c.name for c in crd.spec.versions[0].additional_printer_columns]
+    assert columns == ["Phase", "Ready", "Endpoint", "Nodes", "Age"]
+    assert crd.spec.names.short_names == ["vc"]
+
+
+def test_globalnode_is_cluster_scoped_with_states(kosmos):
+    node = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "GlobalNode", "metadata": {"name": "kn-w1"},
+            "spec": {"nodeIP": "198.18.0.12", "labels": {"kubernetes.io/hostname": "kn-w1"}}}
+    kosmos.create_cluster_custom_object(GROUP, VERSION, "globalnodes", node)
+    with pytest.raises(ApiException) as refused:
+        kosmos.patch_cluster_custom_object_status(GROUP, VERSION, "globalnodes", "kn-w1",
+                                                  {"status": {"state": "stolen"}})
+    assert "status.state" in refused.value.body
