@@ -77,3 +77,19 @@ apiserver: install k8s
 
 clean:
 	rm -rf build tests/output bench/results
+
+# --- node machines --------------------------------------------------------------------------------------------------
+# systemd-nspawn machines on a private bridge, each running the agent (sandbox/machines). Settings come from the
+# environment or the make command line: KUBENEST_WORKERS, KUBENEST_CONTROL_PLANES, KUBENEST_NODE_CIDR,
+# KUBENEST_BRIDGE, KUBENEST_NODE_PREFIX, KUBENEST_SANDBOX_DIR. The inventory is .sandbox/inventory.yml.
+.PHONY: nodes nodes-down nodes-status
+
+nodes: install
+	$(PY) -m sandbox.machines up
+
+# Works without the venv too (teardown needs only the standard library).
+nodes-down:
+	@if [ -x $(PY) ]; then $(PY) -m sandbox.machines down; else python3 -m sandbox.machines down; fi
+
+nodes-status:
+	@$(PY) -m sandbox.machines status
