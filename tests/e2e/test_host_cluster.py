@@ -80,15 +80,17 @@ def test_join_window_is_closed(cluster):
     assert not [s.metadata.name for s in secrets if s.type == "bootstrap.kubernetes.io/token"]
 
 
+def _field_env(name: str, path: str):
+    source = k8s.V1EnvVarSource(field_ref=k8s.V1ObjectFieldSelector(field_path=path))
+    return k8s.V1EnvVar(name=name, value_from=source)
+
+
 def _echo_workload(api) -> tuple[list, int]:
     core, apps = k8s.CoreV1Api(api), k8s.AppsV1Api(api)
     if not _ns_exists(api):
         core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=NAMESPACE)))
     labels = {"app": "echo"}
-    env = [k8s.V1EnvVar(name="POD_IP", value_from=k8s.V1EnvVarSource(
-               field_ref=k8s.V1ObjectFieldSelector(field_path="status.podIP"))),
-           k8s.V1EnvVar(name="NODE_NAME", value_from=k8s.V1EnvVarSource(
-               field_ref=k8s.V1ObjectFieldSelector(field_path="spec.nodeName")))]
+    env = [_field_env("POD_IP", "status.podIP"), _field_env("NODE_NAME", "spec.nodeName")]
     spread = k8s.V1Affinity(pod_anti_affinity=k8s.V1PodAntiAffinity(
         required_during_scheduling_ignored_during_execution=[k8s.V1PodAffinityTerm(
             label_selector=k8s.V1LabelSelector(match_labels=labels), topology_key="kubernetes.io/hostname")]))
