@@ -9,12 +9,11 @@ STAMP := $(VENV)/.installed-$(shell cat requirements.txt constraints.txt agent/p
 export KUBENEST_CACHE ?= $(HOME)/.cache/kubenest
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-up: install k8s images
-	@echo "Kubernetes binaries and images are ready. The sandbox host cluster, the operator and the sample"
-	@echo "virtual cluster are not built by this version yet; see README.md (Status)."
+up: install k8s images nodes
+	$(PY) -m sandbox.cluster up
 
-down:
-	@true
+down: nodes-down
+	rm -rf .sandbox/cluster-pki .sandbox/group_vars .sandbox/host_vars .sandbox/kubeconfig
 
 .PHONY: help install system-deps lint ruff ansible-lint sanity unit integration e2e test bench k8s images apiserver up down clean
 
