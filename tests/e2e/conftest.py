@@ -1,5 +1,16 @@
 """End-to-end tests: real machines, real agents, real ansible-playbook."""
 
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from sandbox.machines.config import REPO_ROOT, from_env
+
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "machines: boots systemd-nspawn node machines (root, debootstrap, minutes)")
@@ -10,3 +21,29 @@ def pytest_terminal_summary(terminalreporter):
 
     for name, value in timings.items():
         terminalreporter.write_line(f"machines: {name}: {value}")
+
+
+def run_python(*args, env=None, timeout=1800) -> subprocess.CompletedProcess:
+    """Run `python ARGS` from the repository root; fail the test with the output if it fails."""
+    proc = subprocess.run([sys.executable, *args], cwd=REPO_ROOT, capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=timeout, check=False)
+    assert proc.returncode == 0, f"{args} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    return proc
+
+
+@pytest.fixture(scope="session")
+def host_cluster():
+    """The default sandbox (.sandbox, knbr0): machines plus the bare-bootstrapped host cluster.
+
+    Brought up if needed and left running for the other e2e modules; `make down` removes it.
+    """
+    if os.geteuid() != 0:
+        pytest.skip("node machines need root")
+    from kubernetes import config as k8s_config
+
+    started = time.monotonic()
+    run_python("-m", "sandbox.machines", "up")
+    run_python("-m", "sandbox.cluster", "up")
+    print(f"\nmachines + host cluster converged in {time.monotonic() - started:.0f}s")
+    sb = from_env()
+    return sb, k8s_config.new_client_from_config(str(sb.state_dir / "kubeconfig"))

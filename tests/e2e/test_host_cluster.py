@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
@@ -15,31 +14,18 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
 from kubenest_agent.client import connect_direct
-from sandbox.machines.config import REPO_ROOT, from_env
+from tests.e2e.conftest import run_python as _run
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="node machines need root")
 NAMESPACE = "kubenest-e2e"
 
 
-def _run(*args, env=None, timeout=1800):
-    proc = subprocess.run([sys.executable, *args], cwd=REPO_ROOT, capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=timeout, check=False)
-    assert proc.returncode == 0, f"{args} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
-    return proc
-
-
 @pytest.fixture(scope="module")
-def cluster():
-    started = time.monotonic()
-    _run("-m", "sandbox.machines", "up")
-    _run("-m", "sandbox.cluster", "up")
-    print(f"\nmachines + host cluster up in {time.monotonic() - started:.0f}s")
-    sb = from_env()
-    api = k8s_config.new_client_from_config(str(sb.state_dir / "kubeconfig"))
+def cluster(host_cluster):
+    sb, api = host_cluster
     yield sb, api
     if _ns_exists(api):
         k8s.CoreV1Api(api).delete_namespace(NAMESPACE)

@@ -1,0 +1,84 @@
+"""python -m sandbox.operator {start,stop,status}: the operator as a local process for the sandbox cluster.
+
+It runs `kubenest-operator --kubeconfig <state dir>/kubeconfig` in the background with its pid and log in
+the state dir, the way a platform engineer runs it before deploying it in-cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from sandbox.machines.config import from_env
+
+
+def _paths():
+    sb = from_env()
+    return sb.state_dir / "operator.pid", sb.state_dir / "operator.log", sb.state_dir / "kubeconfig"
+
+
+def _running(pid_file: Path) -> int | None:
+    try:
+        pid = int(pid_file.read_text())
+        os.kill(pid, 0)
+        return pid
+    except (FileNotFoundError, ValueError, ProcessLookupError):
+        return None
+
+
+def start() -> int:
+    pid_file, log_file, kubeconfig = _paths()
+    if _running(pid_file):
+        print(f"operator already running (pid {pid_file.read_text().strip()})")
+        return 0
+    if not kubeconfig.is_file():
+        print(f"error: {kubeconfig} is missing: bring the host cluster up first (make up)", file=sys.stderr)
+        return 2
+    exe = Path(sys.executable).parent / "kubenest-operator"
+    with open(log_file, "ab") as log:
+        proc = subprocess.Popen([str(exe), "--kubeconfig", str(kubeconfig), "--all-namespaces"],
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+    pid_file.write_text(f"{proc.pid}\n")
+    time.sleep(2)
+    if proc.poll() is not None:
+        print(f"error: the operator exited with {proc.returncode}; see {log_file}", file=sys.stderr)
+        return 2
+    print(f"operator running (pid {proc.pid}), log: {log_file}")
+    return 0
+
+
+def stop() -> int:
+    pid_file, _log, _kc = _paths()
+    pid = _running(pid_file)
+    if pid:
+        os.killpg(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and _running(pid_file):
+            time.sleep(0.2)
+        if _running(pid_file):
+            os.killpg(pid, signal.SIGKILL)
+    pid_file.unlink(missing_ok=True)
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sandbox.operator", description=__doc__)
+    parser.add_argument("command", choices=["start", "stop", "status"])
+    args = parser.parse_args(argv)
+    if args.command == "start":
+        return start()
+    if args.command == "stop":
+        return stop()
+    pid = _running(_paths()[0])
+    print(f"running (pid {pid})" if pid else "not running")
+    return 0 if pid else 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,138 @@
+"""Helpers for tests and benchmarks that drive VirtualClusters through a real operator."""
+
+from __future__ import annotations
+
+import base64
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.rest import ApiException
+
+GROUP, VERSION, PLURAL = "kosmos.io", "v1alpha1", "virtualclusters"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class OperatorProcess:
+    """kubenest-operator as a child process with its own log, so tests can SIGKILL and restart it."""
+
+    def __init__(self, kubeconfig: Path, log_dir: Path, *extra: str):
+        self.kubeconfig, self.log_dir, self.extra = kubeconfig, log_dir, extra
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+
+    def start(self) -> OperatorProcess:
+        self.starts += 1
+        log = open(self.log_dir / f"operator-{self.starts}.log", "wb")  # lives as long as the process
+        exe = Path(sys.executable).parent / "kubenest-operator"
+        self.proc = subprocess.Popen([str(exe), "--kubeconfig", str(self.kubeconfig), "--all-namespaces",
+                                      *self.extra], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        time.sleep(1)
+        assert self.proc.poll() is None, (self.log_dir / f"operator-{self.starts}.log").read_text()
+        return self
+
+    def kill(self, sig=signal.SIGKILL) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+            self.proc.wait(60)
+
+    def stop(self) -> None:
+        self.kill(signal.SIGTERM)
+
+
+def install_crds(kubeconfig: Path) -> None:
+    playbook = str(REPO_ROOT / "playbooks" / "install_crds.yml")
+    subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), playbook,
+                    "-e", f"kubenest_admin_kubeconfig={kubeconfig}"], check=True, capture_output=True, timeout=300)
+
+
+def ensure_namespace(api, name: str) -> None:
+    try:
+        k8s.CoreV1Api(api).create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name)))
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+
+
+def create_vc(api, namespace: str, name: str, spec: dict | None = None) -> dict:
+    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "VirtualCluster",
+            "metadata": {"namespace": namespace, "name": name}, "spec": spec or {}}
+    return k8s.CustomObjectsApi(api).create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
+
+
+def get_vc(api, namespace: str, name: str) -> dict | None:
+    try:
+        return k8s.CustomObjectsApi(api).get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def condition(vc: dict | None, kind: str) -> dict:
+    for cond in ((vc or {}).get("status") or {}).get("conditions") or []:
+        if cond["type"] == kind:
+            return cond
+    return {}
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 2.0):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def wait_ready(api, namespace: str, name: str, timeout: float = 600) -> dict:
+    def ready():
+        vc = get_vc(api, namespace, name)
+        if condition(vc, "Ready").get("status") == "True":
+            return vc
+        return None
+    return wait_for(ready, timeout, f"VirtualCluster {namespace}/{name} to be Ready")
+
+
+def delete_vc(api, namespace: str, name: str, timeout: float = 300) -> float:
+    started = time.monotonic()
+    try:
+        k8s.CustomObjectsApi(api).delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+    wait_for(lambda: get_vc(api, namespace, name) is None, timeout, f"{namespace}/{name} to be deleted")
+    return time.monotonic() - started
+
+
+def labelled_objects(api, namespace: str, name: str) -> dict[str, list[str]]:
+    """Every object of the kinds the playbooks create that carries this virtual cluster's label."""
+    selector = f"kosmos.io/virtualcluster={name}"
+    dyn = {
+        "Deployment": lambda: k8s.AppsV1Api(api).list_namespaced_deployment(namespace, label_selector=selector),
+        "StatefulSet": lambda: k8s.AppsV1Api(api).list_namespaced_stateful_set(namespace, label_selector=selector),
+        "Service": lambda: k8s.CoreV1Api(api).list_namespaced_service(namespace, label_selector=selector),
+        "Secret": lambda: k8s.CoreV1Api(api).list_namespaced_secret(namespace, label_selector=selector),
+        "Pod": lambda: k8s.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=selector),
+    }
+    return {kind: sorted(o.metadata.name for o in lister().items) for kind, lister in dyn.items()}
+
+
+def tenant_client(vc: dict):
+    """An API client from the kubeconfig the operator wrote back into spec.kubeconfig."""
+    raw = base64.b64decode(vc["spec"]["kubeconfig"])
+    with tempfile.NamedTemporaryFile("wb", suffix=".kubeconfig", delete=False) as fh:
+        fh.write(raw)
+    try:
+        return k8s_config.new_client_from_config(fh.name), yaml.safe_load(raw)
+    finally:
+        os.unlink(fh.name)
