@@ -11,9 +11,14 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 up: install k8s images nodes
 	$(PY) -m sandbox.cluster up
+	$(PY) -m sandbox.operator start
+	$(PY) -m sandbox.sample
 
-down: nodes-down
-	rm -rf .sandbox/cluster-pki .sandbox/group_vars .sandbox/host_vars .sandbox/kubeconfig
+down:
+	-@[ -x $(PY) ] && $(PY) -m sandbox.operator stop
+	$(MAKE) --no-print-directory nodes-down
+	rm -rf .sandbox/cluster-pki .sandbox/group_vars .sandbox/host_vars .sandbox/kubeconfig .sandbox/sample.kubeconfig \
+	  .sandbox/operator.log .sandbox/operator.pid
 
 .PHONY: help install system-deps lint ruff ansible-lint sanity unit integration e2e test bench k8s images apiserver up down clean
 

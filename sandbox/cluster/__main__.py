@@ -20,6 +20,9 @@ from sandbox.machines.errors import SandboxError
 
 from .layout import cidrs, pod_subnets
 
+NODE_IMAGES = ["pause", "echo"]
+CONTROL_PLANE_IMAGES = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"]
+
 
 def _last_line(cmd: list[str]) -> str:
     out = subprocess.run(cmd, cwd=REPO_ROOT, check=True, capture_output=True, text=True).stdout
@@ -41,8 +44,10 @@ def write_vars(sb, bin_dir: str, images_dir: str) -> dict[str, str]:
     (sb.state_dir / "host_vars").mkdir(exist_ok=True)
     (sb.state_dir / "group_vars" / "all.yml").write_text(yaml.safe_dump(group_vars))
     for node in sb.nodes:
-        (sb.state_dir / "host_vars" / f"{node.name}.yml").write_text(
-            yaml.safe_dump({"kubelet_pod_cidr": subnets[node.name]}))
+        host_vars = {"kubelet_pod_cidr": subnets[node.name]}
+        if node.role == "control_plane":  # virtual control planes run here, from these images
+            host_vars["kubelet_images"] = NODE_IMAGES + CONTROL_PLANE_IMAGES
+        (sb.state_dir / "host_vars" / f"{node.name}.yml").write_text(yaml.safe_dump(host_vars))
     return subnets
 
 

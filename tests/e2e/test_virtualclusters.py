@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import subprocess
+import sys
 import time
 
 import pytest
@@ -13,6 +14,7 @@ from urllib3.exceptions import HTTPError
 
 from tests.e2e.conftest import run_python
 from tests.support.virtualclusters import (
+    REPO_ROOT,
     OperatorProcess,
     condition,
     create_vc,
@@ -35,7 +37,7 @@ def operator(host_cluster, tmp_path_factory):
     sb, api = host_cluster
     kubeconfig = sb.state_dir / "kubeconfig"
     install_crds(kubeconfig)
-    sandbox_operator = subprocess.run(["python3", "-m", "sandbox.operator", "status"], cwd=sb.state_dir.parent,
+    sandbox_operator = subprocess.run([sys.executable, "-m", "sandbox.operator", "status"], cwd=REPO_ROOT,
                                       capture_output=True, check=False).returncode == 0
     if sandbox_operator:  # one operator at a time; the test's own can be killed at will
         run_python("-m", "sandbox.operator", "stop")
