@@ -41,7 +41,7 @@ def start() -> int:
         return 2
     exe = Path(sys.executable).parent / "kubenest-operator"
     with open(log_file, "ab") as log:
-        proc = subprocess.Popen([str(exe), "--kubeconfig", str(kubeconfig), "--all-namespaces"],
+        proc = subprocess.Popen([str(exe), "--kubeconfig", str(kubeconfig), "--all-namespaces", "--standalone"],
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
     pid_file.write_text(f"{proc.pid}\n")

@@ -32,8 +32,8 @@ class OperatorProcess:
         self.starts += 1
         log = open(self.log_dir / f"operator-{self.starts}.log", "wb")  # lives as long as the process
         exe = Path(sys.executable).parent / "kubenest-operator"
-        self.proc = subprocess.Popen([str(exe), "--kubeconfig", str(self.kubeconfig), "--all-namespaces",
-                                      *self.extra], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        argv = [str(exe), "--kubeconfig", str(self.kubeconfig), "--all-namespaces", "--standalone", *self.extra]
+        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         time.sleep(1)
         assert self.proc.poll() is None, (self.log_dir / f"operator-{self.starts}.log").read_text()
         return self
