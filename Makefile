@@ -67,8 +67,9 @@ e2e: install
 
 test: install lint unit integration e2e
 
-bench: install
+bench: install k8s images
 	$(PY) bench/run.py
+	$(PY) bench/virtualclusters.py
 
 k8s:
 	@bash sandbox/k8s/build.sh

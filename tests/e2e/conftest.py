@@ -41,9 +41,13 @@ def host_cluster():
         pytest.skip("node machines need root")
     from kubernetes import config as k8s_config
 
+    sb = from_env()
+    existed = (sb.state_dir / "kubeconfig").is_file()
     started = time.monotonic()
     run_python("-m", "sandbox.machines", "up")
     run_python("-m", "sandbox.cluster", "up")
     print(f"\nmachines + host cluster converged in {time.monotonic() - started:.0f}s")
-    sb = from_env()
-    return sb, k8s_config.new_client_from_config(str(sb.state_dir / "kubeconfig"))
+    yield sb, k8s_config.new_client_from_config(str(sb.state_dir / "kubeconfig"))
+    if not existed:  # a sandbox the tests built is removed again; a developer's stays
+        subprocess.run(["make", "--no-print-directory", "down"], cwd=REPO_ROOT, capture_output=True,
+                       timeout=600, check=False)

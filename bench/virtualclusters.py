@@ -1,0 +1,136 @@
+"""``make bench`` part 2: VirtualCluster lifecycle on the sandbox host cluster, driven by the real operator.
+
+Prints seconds from create to Ready (median of 3) and to deletion, the memory of one idle virtual control
+plane and of 5 created at once. Baselines, measured in the same run: the host cluster's own control plane
+(etcd, kube-apiserver, controller-manager, scheduler as systemd units on the control-plane machine) for
+memory, and one virtual cluster alone for the 5-at-once timing.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from kubenest_agent.client import connect_direct  # noqa: E402
+from sandbox.machines.config import from_env  # noqa: E402
+from tests.support.virtualclusters import (  # noqa: E402
+    OperatorProcess,
+    create_vc,
+    delete_vc,
+    ensure_namespace,
+    install_crds,
+    wait_ready,
+)
+
+NS = "kubenest-bench"
+IDLE_S = 30
+MiB = 1024 * 1024
+
+
+def vc_memory(api, names: list[str]) -> float:
+    """Working-set bytes of the virtual control-plane pods, from the kubelets' summary API."""
+    from kubernetes import client as k8s
+
+    total = 0
+    for node in k8s.CoreV1Api(api).list_node().items:
+        raw = api.call_api(f"/api/v1/nodes/{node.metadata.name}/proxy/stats/summary", "GET",
+                           auth_settings=["BearerToken"], _preload_content=False)[0].data
+        for pod in json.loads(raw).get("pods", []):
+            ref = pod["podRef"]
+            if ref["namespace"] == NS and any(ref["name"].startswith(f"{n}-") for n in names):
+                total += (pod.get("memory") or {}).get("workingSetBytes", 0)
+    return total
+
+
+def host_control_plane_memory(sb) -> float:
+    """RSS of the host's own control-plane processes on its control-plane machine."""
+    node = next(n for n in sb.nodes if n.role == "control_plane")
+    pki = sb.state_dir / "pki"
+    with connect_direct(node.ip, 7443, ca_file=str(pki / "ca.crt"), cert_file=str(pki / "client.crt"),
+                        key_file=str(pki / "client.key"), server_name=node.ip) as agent:
+        out = agent.exec(argv=["ps", "-o", "rss=", "-C", "etcd,kube-apiserver,kube-controller-manager,kube-scheduler"])
+    return sum(int(v) for v in out.stdout.split()) * 1024
+
+
+def main() -> int:
+    subprocess.run([sys.executable, "-m", "sandbox.machines", "up"], cwd=REPO, check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "sandbox.cluster", "up"], cwd=REPO, check=True, capture_output=True)
+    sb = from_env()
+    from kubernetes import config as k8s_config
+
+    kubeconfig = sb.state_dir / "kubeconfig"
+    api = k8s_config.new_client_from_config(str(kubeconfig))
+    install_crds(kubeconfig)
+    ensure_namespace(api, NS)
+    was_running = subprocess.run([sys.executable, "-m", "sandbox.operator", "status"], cwd=REPO,
+                                 capture_output=True, check=False).returncode == 0
+    if was_running:
+        subprocess.run([sys.executable, "-m", "sandbox.operator", "stop"], cwd=REPO, check=True)
+    results = {}
+    with tempfile.TemporaryDirectory() as logs:
+        operator = OperatorProcess(kubeconfig, Path(logs)).start()
+        try:
+            ready_s, delete_s = [], []
+            for i in range(3):
+                name = f"single-{i}"
+                started = time.monotonic()
+                create_vc(api, NS, name)
+                wait_ready(api, NS, name)
+                ready_s.append(time.monotonic() - started)
+                if i == 0:
+                    time.sleep(IDLE_S)
+                    results["one_idle_MiB"] = vc_memory(api, [name]) / MiB
+                delete_s.append(delete_vc(api, NS, name))
+            results["ready_s"] = statistics.median(ready_s)
+            results["delete_s"] = statistics.median(delete_s)
+
+            names = [f"batch-{i}" for i in range(5)]
+            started = time.monotonic()
+            for name in names:
+                create_vc(api, NS, name)
+            with ThreadPoolExecutor(5) as pool:
+                list(pool.map(lambda n: wait_ready(api, NS, n, timeout=1800), names))
+            results["five_ready_s"] = time.monotonic() - started
+            time.sleep(IDLE_S)
+            results["five_idle_MiB"] = vc_memory(api, names) / MiB
+            started = time.monotonic()
+            with ThreadPoolExecutor(5) as pool:
+                list(pool.map(lambda n: delete_vc(api, NS, n, timeout=900), names))
+            results["five_delete_s"] = time.monotonic() - started
+        finally:
+            operator.stop()
+            if was_running:
+                subprocess.run([sys.executable, "-m", "sandbox.operator", "start"], cwd=REPO, check=False)
+    results["host_cp_MiB"] = host_control_plane_memory(sb) / MiB
+
+    r = results
+    print("\nVirtualCluster lifecycle on the sandbox (operator + hosted roles), 2 cores")
+    print(f"{'metric':48} {'value':>10} {'baseline':>12} {'ratio':>7}")
+    print(f"{'create -> Ready, median of 3 (s)':48} {r['ready_s']:10.1f} {'':>12} {'':>7}")
+    print(f"{'delete -> gone, median of 3 (s)':48} {r['delete_s']:10.1f} {'':>12} {'':>7}")
+    print(f"{'memory of one idle virtual control plane (MiB)':48} {r['one_idle_MiB']:10.0f} "
+          f"{r['host_cp_MiB']:10.0f}hc {r['one_idle_MiB'] / r['host_cp_MiB']:7.2f}")
+    print(f"{'5 created at once -> all Ready (s)':48} {r['five_ready_s']:10.1f} {r['ready_s']:10.1f}s1 "
+          f"{r['five_ready_s'] / r['ready_s']:7.2f}")
+    print(f"{'memory of 5 idle virtual control planes (MiB)':48} {r['five_idle_MiB']:10.0f} "
+          f"{r['one_idle_MiB']:10.0f}s1 {r['five_idle_MiB'] / r['one_idle_MiB']:7.2f}")
+    print(f"{'5 deleted at once -> all gone (s)':48} {r['five_delete_s']:10.1f} {r['delete_s']:10.1f}s1 "
+          f"{r['five_delete_s'] / r['delete_s']:7.2f}")
+    print("baselines: hc = the host cluster's own control plane (systemd units, RSS); s1 = one virtual cluster alone")
+    out = REPO / "bench" / "results"
+    out.mkdir(exist_ok=True)
+    (out / "virtualclusters.json").write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
