@@ -1,20 +1,137 @@
-"""``kubenest-operator`` entry point."""
+"""``kubenest-operator``: watch VirtualClusters and Nodes, run the collection's playbooks with ansible-runner."""
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
+from pathlib import Path
+
+import kopf
+import kubernetes
+import yaml
+from kubernetes.client.rest import ApiException
 
 from . import __version__
+from .kube import kubeconfig_path
+from .settings import DEFAULT_PEERING, Config, default_playbook_dir, default_runs_dir
+
+log = logging.getLogger("kubenest_operator")
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="kubenest-operator")
-    parser.add_argument("--version", action="version", version=f"kubenest-operator {__version__}")
-    parser.add_argument("--kubeconfig", help="kubeconfig of the host cluster (default: in-cluster or ~/.kube/config)")
-    parser.parse_args(argv)
-    print("kubenest-operator: reconcile handlers are not part of this release yet", file=sys.stderr)
-    return 2
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kubenest-operator", description=__doc__)
+    p.add_argument("--version", action="version", version=f"kubenest-operator {__version__}")
+    p.add_argument("--kubeconfig", help="host cluster kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)")
+    scope = p.add_mutually_exclusive_group()
+    scope.add_argument("--namespace", "-n", action="extend", nargs="+", default=[], metavar="NS",
+                       help="serve VirtualClusters of these namespaces (repeatable; kopf globs allowed)")
+    scope.add_argument("--all-namespaces", "-A", action="store_true", help="serve all namespaces (the default)")
+    p.add_argument("--playbook-dir", type=Path, default=None,
+                   help="directory holding virtualcluster.yml (default: the installed kosmos.kubenest playbooks)")
+    p.add_argument("--max-parallel", type=positive_int, default=4, help="playbook runs at once (default 4)")
+    peer = p.add_mutually_exclusive_group()
+    peer.add_argument("--peering", default=DEFAULT_PEERING,
+                      help=f"ClusterKopfPeering shared by the replicas (default {DEFAULT_PEERING})")
+    peer.add_argument("--standalone", action="store_true", help="no peering: for a single local process")
+    p.add_argument("--priority", type=int, default=None,
+                   help="peering priority (default: below every live peer, so running replicas keep working)")
+    p.add_argument("--artifacts-keep", type=non_negative_int, default=10,
+                   help="finished runs whose private data dir is kept for debugging (default 10)")
+    p.add_argument("--runs-dir", type=Path, default=None,
+                   help=f"where run directories are made (default {default_runs_dir()})")
+    p.add_argument("--run-timeout", type=positive_int, default=3600, help="seconds a run may take (default 3600)")
+    p.add_argument("--backoff-base", type=float, default=10.0, help="first retry delay after a failed run (s)")
+    p.add_argument("--backoff-max", type=float, default=300.0, help="longest retry delay (s)")
+    p.add_argument("--progress-interval", type=float, default=2.0,
+                   help="least seconds between status.progress updates (default 2)")
+    p.add_argument("--watch-timeout", type=positive_int, default=300,
+                   help="seconds after which a watch request is renewed (default 300)")
+    p.add_argument("--liveness", metavar="URL", help="serve a liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
+    p.add_argument("--verbose", "-v", action="store_true", help="debug logging")
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> Config:
+    return Config(
+        kubeconfig=kubeconfig_path(args.kubeconfig),
+        namespaces=tuple(args.namespace),
+        playbook_dir=(args.playbook_dir or default_playbook_dir()).resolve(),
+        max_parallel=args.max_parallel,
+        peering=None if args.standalone else args.peering,
+        priority=args.priority,
+        artifacts_keep=args.artifacts_keep,
+        runs_dir=(args.runs_dir or default_runs_dir()).resolve(),
+        run_timeout=args.run_timeout,
+        progress_interval=args.progress_interval,
+        backoff_base=args.backoff_base,
+        backoff_max=max(args.backoff_max, args.backoff_base),
+        watch_timeout=args.watch_timeout,
+        liveness=args.liveness,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    kopf.configure(verbose=args.verbose, log_prefix=True)  # to stderr
+    # HTTP client internals stay quiet even with --verbose: request details are no operator log material.
+    for name in ("urllib3", "kubernetes"):
+        logging.getLogger(name).setLevel(logging.INFO)
+    try:
+        config = config_from_args(args)
+    except FileNotFoundError as exc:
+        log.error("%s", exc)
+        return 2
+    if not (config.playbook_dir / config.playbook).is_file():
+        log.error("no %s in %s (see --playbook-dir)", config.playbook, config.playbook_dir)
+        return 2
+
+    # Imported for their kopf handlers, registered on kopf's default registry.
+    from . import activities, globalnodes, handlers  # noqa: F401
+    from .context import Context
+    from .peering import claim_priority, own_identity
+
+    try:
+        ctx = Context.create(config)
+    except (kubernetes.config.ConfigException, yaml.YAMLError, OSError, ValueError) as exc:
+        log.error("cannot use the kubeconfig: %s", " ".join(str(exc).split()))
+        return 2
+    identity = own_identity()
+    priority = config.priority
+    if config.peering is not None and priority is None:
+        try:
+            priority = claim_priority(ctx.api.client, config.peering, identity, settle=config.peering_settle)
+        except (ApiException, OSError, RuntimeError) as exc:
+            log.error("cannot join peering %r: %s", config.peering, getattr(exc, "reason", None) or exc)
+            return 1
+    log.info("kubenest-operator %s: playbooks %s, %s, %s", __version__, config.playbook_dir,
+             f"namespaces {', '.join(config.namespaces)}" if config.namespaces else "all namespaces",
+             f"peering {config.peering} (priority {priority})" if config.peering else "standalone")
+    kopf.run(
+        clusterwide=not config.namespaces,
+        namespaces=list(config.namespaces),
+        standalone=config.peering is None,
+        peering_name=config.peering,
+        priority=priority,
+        identity=identity,
+        liveness_endpoint=config.liveness,
+        memo=kopf.Memo(ctx=ctx),
+    )
+    return 0
 
 
 if __name__ == "__main__":

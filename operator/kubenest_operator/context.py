@@ -1,0 +1,36 @@
+"""What every handler shares: configuration, API access, the playbook runner and the run slots."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import kubernetes
+
+from .kube import Api, load_configuration
+from .runs import PlaybookRunner, RunDirs
+from .settings import Config, collections_path
+
+
+@dataclass
+class Context:
+    config: Config
+    configuration: kubernetes.client.Configuration
+    api: Api
+    runner: PlaybookRunner
+    slots: asyncio.Semaphore  # at most --max-parallel playbook runs at once
+
+    @classmethod
+    def create(cls, config: Config) -> Context:
+        configuration = load_configuration(config.kubeconfig)
+        run_dirs = RunDirs(config.runs_dir, config.artifacts_keep)
+        run_dirs.reap_orphans()  # a killed operator's playbook may still be in its last task
+        run_dirs.prune()
+        runner = PlaybookRunner(playbook_dir=config.playbook_dir, run_dirs=run_dirs,
+                                collections_path=collections_path(), max_parallel=config.max_parallel,
+                                timeout=config.run_timeout)
+        return cls(config, configuration, Api(configuration), runner, asyncio.Semaphore(config.max_parallel))
+
+    def close(self) -> None:
+        self.runner.shutdown()
+        self.api.close()

@@ -1,0 +1,252 @@
+"""VirtualCluster handlers: create/update/resume -> one run with state present, delete -> one with state absent.
+
+kopf serialises the handling of one object, so runs of one VirtualCluster never overlap; a spec change made
+during a run is seen as a new change once the run's handler returns (kopf stores the essence of the body it
+handled, not of the newest one). kopf's finalizer stays on the object until the delete run succeeds, also
+across operator restarts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import kopf
+from kubernetes.client.rest import ApiException
+
+from . import status as st
+from .context import Context
+from .errors import backoff, summarize
+from .extravars import build_extravars, desired_spec, plain
+from .kube import GROUP, VERSION, VIRTUALCLUSTERS, is_status
+from .progress import RunTracker
+from .runs import RunOutcome, new_run_id
+
+WRITE_BACK_ATTEMPTS = 5
+
+
+@dataclass
+class Run:
+    run_id: str
+    started_at: str
+    tracker: RunTracker
+    outcome: RunOutcome
+    playbook: str
+
+    def progress(self) -> dict[str, Any]:
+        return st.progress_fields(self.run_id, self.playbook, self.started_at, self.tracker.snapshot())
+
+    def failure_message(self) -> str:
+        failure = self.tracker.last_failure
+        if failure is not None:
+            return failure.describe()
+        if self.outcome.status == "timeout":
+            return f"{self.playbook} timed out after {self.outcome.seconds:.0f}s"
+        detail = self.tracker.output_tail()
+        suffix = f": {detail}" if detail else ""
+        return summarize(f"{self.playbook} {self.outcome.status} (rc {self.outcome.rc}){suffix}")
+
+
+async def _report_progress(ctx: Context, namespace: str, name: str, run_id: str, started_at: str,
+                           tracker: RunTracker, stop: asyncio.Event, logger: logging.Logger) -> None:
+    """Patch status.progress at most every progress_interval seconds, and only when it moved.
+
+    It ends on `stop` rather than by cancellation: a patch already sent must land before the run's final
+    status, never after it.
+    """
+    sent = tracker.snapshot().version
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), ctx.config.progress_interval)
+        progress = tracker.snapshot()
+        if stop.is_set() or progress.version == sent:
+            continue
+        try:
+            await ctx.api.patch_virtualcluster_status(
+                namespace, name, st.progressed(run_id, ctx.config.playbook, started_at, progress))
+        except ApiException as exc:
+            logger.debug(f"progress not recorded: HTTP {exc.status}")
+        sent = progress.version
+
+
+async def _set_ready(ctx: Context, body: kopf.Body, status: str, reason: str, message: str,
+                     generation: int | None) -> None:
+    # Order with the phase patch: on failure the condition goes first, on success last, so whoever waits
+    # for phase Failed or for Ready=True finds the rest of the status already in place.
+    previous = plain((body.get("status") or {}).get("conditions") or [])
+    condition = st.condition(st.READY, status, reason, message, generation, previous)
+    await ctx.api.apply_virtualcluster_conditions(
+        st.conditions_apply_body(body.metadata.namespace, body.metadata.name, [condition]))
+
+
+@contextlib.asynccontextmanager
+async def runner_slot(ctx: Context, body: kopf.Body) -> AsyncIterator[None]:
+    """One of the --max-parallel slots, held from the run's start until its outcome is in the status."""
+    # Checking and taking a free slot happen without a suspension point in between, so a VirtualCluster
+    # that has to wait always says so.
+    if ctx.slots.locked():
+        with contextlib.suppress(ApiException):
+            await ctx.api.patch_virtualcluster_status(body.metadata.namespace, body.metadata.name,
+                                                      st.queued((body.get("status") or {}).get("phase")))
+    await ctx.slots.acquire()
+    try:
+        yield
+    finally:
+        ctx.slots.release()
+
+
+async def execute(ctx: Context, body: kopf.Body, state: str, phase: str, logger: logging.Logger) -> Run:
+    """One playbook run for this VirtualCluster, with status.phase and status.progress kept current."""
+    namespace, name = body.metadata.namespace, body.metadata.name
+    status = plain(body.get("status") or {})
+    # tasksTotal is only known from an earlier successful run of the same kind.
+    tasks_total = (status.get("progress") or {}).get("tasksTotal") if state == "present" else None
+    run_id, started_at, playbook = new_run_id(namespace, name), st.now(), ctx.config.playbook
+    tracker = RunTracker(tasks_total)
+    await ctx.api.patch_virtualcluster_status(
+        namespace, name, st.run_started(phase, run_id, playbook, started_at, tracker.snapshot(), state))
+    if state == "present" and not any(c.get("type") == st.READY for c in status.get("conditions") or []):
+        await _set_ready(ctx, body, "Unknown", "Reconciling", "the first run is in progress",
+                         body.metadata.get("generation"))
+    logger.info(f"run {run_id}: {playbook} with state {state}")
+    stop = asyncio.Event()
+    reporter = asyncio.create_task(
+        _report_progress(ctx, namespace, name, run_id, started_at, tracker, stop, logger))
+    try:
+        outcome = await ctx.runner.run(playbook, run_id, build_extravars(body, state, ctx.config.kubeconfig),
+                                       tracker)
+    except Exception as exc:  # the run could not even start (e.g. no space for its directory)
+        logger.error(f"run {run_id} could not run: {summarize(exc)}")
+        outcome = RunOutcome(run_id, "error", None, 0.0)
+        tracker.note(summarize(f"could not run {playbook}: {exc}"))
+    finally:
+        stop.set()
+        await reporter
+    logger.info(f"run {run_id}: {outcome.status} after {outcome.seconds:.1f}s")
+    return Run(run_id, started_at, tracker, outcome, playbook)
+
+
+async def _write_back_kubeconfig(ctx: Context, body: kopf.Body, value: str) -> int | None:
+    """Put the kubeconfig into spec.kubeconfig; returns the generation the status now describes.
+
+    The write bumps metadata.generation. If the rest of the spec is still the one the run converged, the
+    new generation is reconciled too; if someone changed the spec meanwhile, the run's generation is,
+    and kopf will hand the newer spec to the next run.
+    """
+    namespace, name = body.metadata.namespace, body.metadata.name
+    ran_spec, ran_generation = desired_spec(body.get("spec")), body.metadata.get("generation")
+    for _attempt in range(WRITE_BACK_ATTEMPTS):
+        try:
+            current = await ctx.api.get_virtualcluster(namespace, name)
+            unchanged = desired_spec(current.get("spec")) == ran_spec
+            if (current.get("spec") or {}).get("kubeconfig") != value:
+                # resourceVersion makes this a compare-and-swap: a concurrent spec edit gets a 409, not lost.
+                current = await ctx.api.patch_virtualcluster(namespace, name, {
+                    "metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
+                    "spec": {"kubeconfig": value}})
+        except ApiException as exc:
+            if exc.status == 409:
+                continue
+            # The response could echo the request; keep the message to the status code.
+            raise kopf.TemporaryError(f"writing spec.kubeconfig failed: HTTP {exc.status} {exc.reason}",
+                                      delay=ctx.config.backoff_base) from None
+        return current["metadata"].get("generation") if unchanged else ran_generation
+    raise kopf.TemporaryError("writing spec.kubeconfig kept conflicting with other writers",
+                              delay=ctx.config.backoff_base)
+
+
+async def _retry_later(ctx: Context, body: kopf.Body, run: Run, retry: int, message: str, reason: str,
+                       delay: float | None = None) -> kopf.TemporaryError:
+    delay = backoff(retry, ctx.config.backoff_base, ctx.config.backoff_max) if delay is None else delay
+    await _set_ready(ctx, body, "False", reason, message, body.metadata.get("generation"))
+    await ctx.api.patch_virtualcluster_status(
+        body.metadata.namespace, body.metadata.name,
+        st.failed_transiently(message=message, delay=delay, progress=run.progress()))
+    return kopf.TemporaryError(message, delay=delay)
+
+
+async def _complete(ctx: Context, body: kopf.Body, run: Run, retry: int, logger: logging.Logger) -> int | None:
+    namespace, name = body.metadata.namespace, body.metadata.name
+    result = run.tracker.result or {}
+    secret_ref = result.get("kubeconfigSecret") or {}
+    secret_name, secret_key = secret_ref.get("name"), secret_ref.get("key")
+    if not secret_name or not secret_key:
+        raise await _retry_later(ctx, body, run, retry, f"{run.playbook} succeeded but set no kubenest_result "
+                                 "with kubeconfigSecret {name, key} (set_stats)", "InvalidPlaybookResult")
+    try:
+        value = (await ctx.api.read_secret_data(namespace, secret_name)).get(secret_key)
+    except ApiException as exc:
+        if not is_status(exc, 404):
+            raise kopf.TemporaryError(f"reading Secret {secret_name} failed: HTTP {exc.status}",
+                                      delay=ctx.config.backoff_base) from None
+        value = None
+    if not value:
+        raise await _retry_later(ctx, body, run, retry, f"Secret {namespace}/{secret_name} has no key {secret_key}",
+                                 "KubeconfigMissing")
+    generation = await _write_back_kubeconfig(ctx, body, value)
+    nodes = [str(node) for node in result.get("nodes") or []]
+    endpoint = result.get("endpoint")
+    await ctx.api.patch_virtualcluster_status(namespace, name, st.succeeded(
+        generation=generation, endpoint=str(endpoint) if endpoint else None, nodes=nodes,
+        secret_name=secret_name, secret_key=secret_key, progress=run.progress()))
+    await _set_ready(ctx, body, "True", "Reconciled",
+                     f"{run.playbook} succeeded in {run.outcome.seconds:.0f}s", generation)
+    logger.info(f"ready at {endpoint or 'an unreported endpoint'} with {len(nodes)} node(s)")
+    return generation
+
+
+@kopf.on.resume(GROUP, VERSION, VIRTUALCLUSTERS)
+@kopf.on.create(GROUP, VERSION, VIRTUALCLUSTERS)
+@kopf.on.update(GROUP, VERSION, VIRTUALCLUSTERS)
+async def reconcile(body: kopf.Body, reason: str, retry: int, logger: logging.Logger, memo: kopf.Memo,
+                    **_: Any) -> None:
+    ctx: Context = memo.ctx
+    status = plain(body.get("status") or {})
+    generation = body.metadata.get("generation")
+    if reason == "resume" and status.get("phase") == st.FAILED and status.get("observedGeneration") == generation:
+        logger.info("not running again: this spec failed permanently; change the spec to retry")
+        return
+    phase = st.UPDATING if status.get("kubeconfigSecretRef") else st.PREPARING
+    async with runner_slot(ctx, body):
+        await _converge(ctx, body, phase, retry, logger)
+
+
+async def _converge(ctx: Context, body: kopf.Body, phase: str, retry: int, logger: logging.Logger) -> None:
+    generation = body.metadata.get("generation")
+    started = time.monotonic()
+    run = await execute(ctx, body, "present", phase, logger)
+    if run.outcome.ok:
+        observed = await _complete(ctx, body, run, retry, logger)
+        logger.info(f"reconciled generation {observed} in {time.monotonic() - started:.1f}s")
+        return
+    failure = run.tracker.last_failure
+    if failure is not None and failure.permanent is not None:
+        # Retrying cannot help; kopf runs the handler again only for a new spec.
+        await _set_ready(ctx, body, "False", failure.permanent.reason, failure.permanent.message, generation)
+        await ctx.api.patch_virtualcluster_status(body.metadata.namespace, body.metadata.name, st.failed_permanently(
+            generation=generation, reason=failure.permanent.reason, message=failure.permanent.message,
+            progress=run.progress()))
+        raise kopf.PermanentError(f"{failure.permanent.reason}: {failure.permanent.message}")
+    raise await _retry_later(ctx, body, run, retry, run.failure_message(), "RunFailed")
+
+
+@kopf.on.delete(GROUP, VERSION, VIRTUALCLUSTERS)
+async def remove(body: kopf.Body, retry: int, logger: logging.Logger, memo: kopf.Memo, **_: Any) -> None:
+    ctx: Context = memo.ctx
+    async with runner_slot(ctx, body):
+        run = await execute(ctx, body, "absent", st.DELETING, logger)
+        if run.outcome.ok:
+            logger.info("removed; releasing the finalizer")
+            return
+        # A delete is never given up: kopf would drop its finalizer after a permanent error and leave the
+        # virtual cluster's nodes and objects behind. "Permanent" ones are retried at the longest interval.
+        failure = run.tracker.last_failure
+        permanent = failure.permanent if failure is not None else None
+        raise await _retry_later(ctx, body, run, retry, run.failure_message(),
+                                 permanent.reason if permanent else "DeleteFailed",
+                                 delay=ctx.config.backoff_max if permanent else None)

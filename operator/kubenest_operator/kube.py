@@ -1,0 +1,122 @@
+"""Kubernetes API access: one configuration for kopf and for the operator's own calls.
+
+The operator's own calls use the official (synchronous) client in worker threads, so the event loop that
+serves kopf never blocks on them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+import kopf
+import kubernetes
+from kubernetes.client.rest import ApiException
+
+GROUP, VERSION = "kosmos.io", "v1alpha1"
+VIRTUALCLUSTERS, GLOBALNODES = "virtualclusters", "globalnodes"
+FIELD_MANAGER = "kubenest-operator"
+MERGE_PATCH = "application/merge-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
+REQUEST_TIMEOUT = 30
+
+
+def kubeconfig_path(explicit: str | None) -> str | None:
+    """--kubeconfig, else $KUBECONFIG, else in-cluster (None), else ~/.kube/config."""
+    if explicit:
+        return str(Path(explicit).expanduser().resolve())
+    from_env = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+    if from_env:
+        return str(Path(from_env).expanduser().resolve())
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return None
+    default = Path.home() / ".kube" / "config"
+    if default.is_file():
+        return str(default)
+    raise FileNotFoundError("no --kubeconfig, no $KUBECONFIG, not in a cluster and no ~/.kube/config")
+
+
+def load_configuration(kubeconfig: str | None) -> kubernetes.client.Configuration:
+    configuration = kubernetes.client.Configuration()
+    if kubeconfig is None:
+        kubernetes.config.load_incluster_config(client_configuration=configuration)
+    else:
+        kubernetes.config.load_kube_config(config_file=kubeconfig, client_configuration=configuration,
+                                           persist_config=False)
+    return configuration
+
+
+def connection_info(configuration: kubernetes.client.Configuration) -> kopf.ConnectionInfo:
+    """The same credentials for kopf's own client (as kopf.login_via_client does, for our configuration)."""
+    header = (configuration.get_api_key_with_prefix("BearerToken")
+              or configuration.get_api_key_with_prefix("authorization"))
+    parts = header.split(" ", 1) if header else []
+    scheme, token = (None, None) if not parts else (None, parts[0]) if len(parts) == 1 else (parts[0], parts[1])
+    return kopf.ConnectionInfo(
+        server=configuration.host, ca_path=configuration.ssl_ca_cert, insecure=not configuration.verify_ssl,
+        username=configuration.username or None, password=configuration.password or None,
+        scheme=scheme, token=token,
+        certificate_path=configuration.cert_file, private_key_path=configuration.key_file,
+    )
+
+
+def is_status(exc: BaseException, *codes: int) -> bool:
+    return isinstance(exc, ApiException) and exc.status in codes
+
+
+class Api:
+    """The few calls the operator makes itself, as coroutines."""
+
+    def __init__(self, configuration: kubernetes.client.Configuration):
+        self.client = kubernetes.client.ApiClient(configuration)
+        self.custom = kubernetes.client.CustomObjectsApi(self.client)
+        self.core = kubernetes.client.CoreV1Api(self.client)
+
+    async def _call(self, fn, *args, **kwargs) -> Any:
+        kwargs.setdefault("_request_timeout", REQUEST_TIMEOUT)
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    # VirtualClusters
+    async def get_virtualcluster(self, namespace: str, name: str) -> dict[str, Any]:
+        return await self._call(self.custom.get_namespaced_custom_object, GROUP, VERSION, namespace,
+                                VIRTUALCLUSTERS, name)
+
+    async def patch_virtualcluster_status(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        return await self._call(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION, namespace,
+                                VIRTUALCLUSTERS, name, patch, field_manager=FIELD_MANAGER, _content_type=MERGE_PATCH)
+
+    async def apply_virtualcluster_conditions(self, body: dict[str, Any]) -> dict[str, Any]:
+        meta = body["metadata"]
+        return await self._call(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION,
+                                meta["namespace"], VIRTUALCLUSTERS, meta["name"], body,
+                                field_manager=FIELD_MANAGER, force=True, _content_type=APPLY_PATCH)
+
+    async def patch_virtualcluster(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        return await self._call(self.custom.patch_namespaced_custom_object, GROUP, VERSION, namespace,
+                                VIRTUALCLUSTERS, name, patch, field_manager=FIELD_MANAGER, _content_type=MERGE_PATCH)
+
+    async def read_secret_data(self, namespace: str, name: str) -> dict[str, str]:
+        secret = await self._call(self.core.read_namespaced_secret, name, namespace)
+        return dict(secret.data or {})  # values stay base64, exactly as spec.kubeconfig wants them
+
+    # GlobalNodes
+    async def get_globalnode(self, name: str) -> dict[str, Any]:
+        return await self._call(self.custom.get_cluster_custom_object, GROUP, VERSION, GLOBALNODES, name)
+
+    async def create_globalnode(self, body: dict[str, Any]) -> dict[str, Any]:
+        return await self._call(self.custom.create_cluster_custom_object, GROUP, VERSION, GLOBALNODES, body,
+                                field_manager=FIELD_MANAGER)
+
+    async def patch_globalnode(self, name: str, patch: dict[str, Any], status: bool = False) -> dict[str, Any]:
+        fn = self.custom.patch_cluster_custom_object_status if status else self.custom.patch_cluster_custom_object
+        return await self._call(fn, GROUP, VERSION, GLOBALNODES, name, patch, field_manager=FIELD_MANAGER,
+                                _content_type=MERGE_PATCH)
+
+    async def delete_globalnode(self, name: str, resource_version: str) -> None:
+        options = {"preconditions": {"resourceVersion": resource_version}}
+        await self._call(self.custom.delete_cluster_custom_object, GROUP, VERSION, GLOBALNODES, name, body=options)
+
+    def close(self) -> None:
+        self.client.close()

@@ -1,0 +1,216 @@
+"""ansible-runner runs: a fresh private data dir per run, a worker thread, bounded artifact retention.
+
+Every run gets its own private_data_dir (so extravars of an earlier run can never leak into a later one) under
+the runs directory. While a run goes, its directory holds an flock on `.lock`; the lock dies with the process,
+so retention can tell live runs (of this or another operator process) from finished or abandoned ones and
+keeps only the newest `keep` of those.
+
+ansible-playbook's workers run in sessions of their own, so ending ansible-playbook (ansible-runner kills its
+process group on cancel and timeout) or the operator leaves the task in flight running. The processes of a
+run (see processes.py) are therefore ended after every run, and those of abandoned runs when the operator
+starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import datetime
+import fcntl
+import json
+import logging
+import os
+import secrets
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import ansible_runner
+
+from .processes import end_processes, processes_of
+
+log = logging.getLogger(__name__)
+
+LOCK_FILE = ".lock"
+RUN_PREFIX = "run-"
+# A directory without its lock file is either being set up right now or left by a crash during set-up.
+UNLOCKED_GRACE_SECONDS = 60
+CANCEL_GRACE_SECONDS = 30
+
+
+def new_run_id(namespace: str, name: str) -> str:
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S")
+    return f"{stamp}-{namespace}.{name}-{secrets.token_hex(3)}"
+
+
+def run_environment(collections_path: str | None, tmp_dir: Path) -> dict[str, str]:
+    venv_bin = str(Path(sys.executable).parent)
+    env = {
+        # The ansible-playbook next to this interpreter, with the same packages (kubernetes, kopf's deps).
+        "PATH": os.pathsep.join([venv_bin, os.environ.get("PATH", "")]),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_RETRY_FILES_ENABLED": "0",
+        "ANSIBLE_LOCAL_TEMP": str(tmp_dir),
+        # Modules unpack themselves (arguments included) and kubernetes.core caches discovery under TMPDIR;
+        # inside the run directory, what a killed run leaves goes with the directory.
+        "TMPDIR": str(tmp_dir),
+    }
+    if collections_path:
+        existing = os.environ.get("ANSIBLE_COLLECTIONS_PATH")
+        env["ANSIBLE_COLLECTIONS_PATH"] = os.pathsep.join(p for p in (collections_path, existing) if p)
+    return env
+
+
+def local_inventory(tmp_dir: Path) -> dict[str, Any]:
+    # API-side work runs on the operator itself, with the interpreter that has the kubernetes client; its
+    # module files (which embed the task's arguments) stay in the run directory rather than ~/.ansible/tmp.
+    return {"all": {"hosts": {"localhost": {"ansible_connection": "local",
+                                            "ansible_python_interpreter": sys.executable,
+                                            "ansible_remote_tmp": str(tmp_dir / "remote")}}}}
+
+
+class RunDirs:
+    """Run directories under `base`, newest `keep` finished ones retained."""
+
+    def __init__(self, base: Path, keep: int):
+        self.base = Path(base)
+        self.keep = max(0, keep)
+
+    def create(self, run_id: str) -> tuple[Path, int]:
+        """A new private data dir and the fd whose flock marks it live; close the fd to finish the run."""
+        self.base.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = self.base / f"{RUN_PREFIX}{run_id}"
+        path.mkdir(mode=0o700)
+        fd = os.open(path / LOCK_FILE, os.O_CREAT | os.O_RDWR, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        (path / "tmp").mkdir(mode=0o700)
+        return path, fd
+
+    @staticmethod
+    def _is_live(path: Path) -> bool:
+        try:
+            fd = os.open(path / LOCK_FILE, os.O_RDWR)
+        except FileNotFoundError:
+            with contextlib.suppress(FileNotFoundError):
+                return time.time() - path.stat().st_mtime < UNLOCKED_GRACE_SECONDS
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # closing drops the probe's lock too
+        return False
+
+    def finished(self) -> list[Path]:
+        """Directories of runs that are over (or whose process died), oldest first."""
+        if not self.base.is_dir():
+            return []
+        runs = sorted(p for p in self.base.iterdir() if p.is_dir() and p.name.startswith(RUN_PREFIX))
+        return [p for p in runs if not self._is_live(p)]
+
+    def reap_orphans(self) -> dict[str, list[int]]:
+        """End what abandoned runs (their operator died) still have running."""
+        reaped = {}
+        for path in self.finished():
+            pids = processes_of(path)
+            if pids:
+                log.warning("ending %d process(es) left over from run %s", len(pids), path.name)
+                end_processes(pids)
+                reaped[path.name] = pids
+        return reaped
+
+    def prune(self) -> list[Path]:
+        done = self.finished()
+        doomed = done[: len(done) - self.keep] if self.keep else done
+        for path in doomed:
+            shutil.rmtree(path, ignore_errors=True)
+        return doomed
+
+
+def scrub_command_env(artifact_dir: Path) -> None:
+    """ansible-runner records the whole environment in artifacts/<id>/command; keep only the names."""
+    command_file = artifact_dir / "command"
+    try:
+        command = json.loads(command_file.read_text())
+    except (OSError, ValueError):
+        return
+    if isinstance(command.get("env"), dict):
+        command["env"] = sorted(command["env"])
+        command_file.write_text(json.dumps(command))
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    run_id: str
+    status: str  # ansible-runner's: successful, failed, timeout, canceled
+    rc: int | None
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "successful"
+
+
+class PlaybookRunner:
+    """Runs one playbook of `playbook_dir` per call, in a thread of its own pool."""
+
+    def __init__(self, *, playbook_dir: Path, run_dirs: RunDirs, collections_path: str | None,
+                 max_parallel: int, timeout: int | None):
+        self.playbook_dir = Path(playbook_dir)
+        self.run_dirs = run_dirs
+        self.collections_path = collections_path
+        self.timeout = timeout
+        self.executor = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, max_parallel),
+                                                              thread_name_prefix="runner")
+
+    async def run(self, playbook: str, run_id: str, extravars: dict[str, Any],
+                  event_handler: Callable[[dict[str, Any]], bool]) -> RunOutcome:
+        cancel = threading.Event()
+        future = asyncio.get_running_loop().run_in_executor(
+            self.executor, self._run_blocking, playbook, run_id, extravars, event_handler, cancel)
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            # The operator is stopping: end ansible-playbook too instead of leaving it running unattended.
+            cancel.set()
+            await asyncio.wait({future}, timeout=CANCEL_GRACE_SECONDS)
+            raise
+
+    def _run_blocking(self, playbook: str, run_id: str, extravars: dict[str, Any],
+                      event_handler: Callable[[dict[str, Any]], bool], cancel: threading.Event) -> RunOutcome:
+        started = time.monotonic()
+        path, lock_fd = self.run_dirs.create(run_id)
+        try:
+            runner = ansible_runner.run(
+                private_data_dir=str(path),
+                project_dir=str(self.playbook_dir),
+                playbook=playbook,
+                ident=run_id,
+                extravars=extravars,
+                inventory=local_inventory(path / "tmp"),
+                envvars=run_environment(self.collections_path, path / "tmp"),
+                quiet=True,  # task output may hold data the operator's log must not show
+                event_handler=event_handler,
+                cancel_callback=cancel.is_set,
+                timeout=self.timeout,
+            )
+            scrub_command_env(path / "artifacts" / run_id)
+            return RunOutcome(run_id, runner.status, runner.rc, time.monotonic() - started)
+        finally:
+            leftovers = processes_of(path)
+            if leftovers:  # after a cancel or a timeout: the workers and the task they were running
+                log.info("run %s: ending %d left-over process(es)", run_id, len(leftovers))
+                end_processes(leftovers)
+            os.close(lock_fd)
+            self.run_dirs.prune()
+
+    def shutdown(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)

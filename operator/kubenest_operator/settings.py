@@ -1,0 +1,88 @@
+"""Operator configuration (from the command line) and the kopf settings derived from it."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import kopf
+
+DEFAULT_PEERING = "kubenest"
+PLAYBOOK = "virtualcluster.yml"
+# Prefix of the operator's annotations and finalizer on VirtualClusters.
+ANNOTATION_PREFIX = "kubenest.kosmos.io"
+FINALIZER = f"{ANNOTATION_PREFIX}/finalizer"
+
+
+def installed_collection_dir() -> Path | None:
+    """Where the kosmos.kubenest collection is installed (the venv links this checkout there)."""
+    try:
+        package = importlib.import_module("ansible_collections.kosmos.kubenest")
+    except ImportError:
+        return None
+    paths = list(getattr(package, "__path__", []))
+    return Path(paths[0]) if paths else None
+
+
+def collections_path() -> str | None:
+    """The directory that holds ansible_collections/, so ANSIBLE_COLLECTIONS_PATH resolves kosmos.kubenest."""
+    collection = installed_collection_dir()
+    return str(collection.parents[2]) if collection else None
+
+
+def default_playbook_dir() -> Path:
+    collection = installed_collection_dir()
+    if collection is not None and (collection / "playbooks").is_dir():
+        return collection / "playbooks"
+    # Running from a checkout without the collection installed: operator/kubenest_operator -> repo root.
+    return Path(__file__).resolve().parents[2] / "playbooks"
+
+
+def default_runs_dir() -> Path:
+    return Path(tempfile.gettempdir()) / "kubenest-operator-runs"
+
+
+@dataclass(frozen=True)
+class Config:
+    kubeconfig: str | None  # None: in-cluster
+    namespaces: tuple[str, ...] = ()  # empty: all namespaces
+    playbook_dir: Path = field(default_factory=default_playbook_dir)
+    playbook: str = PLAYBOOK
+    max_parallel: int = 4
+    peering: str | None = DEFAULT_PEERING  # None: standalone
+    priority: int | None = None  # None: by seniority, see peering.py
+    peering_settle: float = 3.0
+    artifacts_keep: int = 10
+    runs_dir: Path = field(default_factory=default_runs_dir)
+    run_timeout: int | None = 3600
+    progress_interval: float = 2.0
+    backoff_base: float = 10.0
+    backoff_max: float = 300.0
+    watch_timeout: int = 300
+    liveness: str | None = None
+
+
+def apply_kopf_settings(settings: kopf.OperatorSettings, config: Config) -> None:
+    # Our own names, and progress/diff-base in annotations: the status schema has no room for kopf's fields.
+    settings.persistence.finalizer = FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=ANNOTATION_PREFIX, v1=False)
+    # The diff base is the spec only, without spec.kubeconfig: writing the kubeconfig back is no change
+    # to act on (no reconcile loop), it never lands in an annotation, and label or annotation edits
+    # do not start playbook runs.
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=ANNOTATION_PREFIX, key="last-handled-configuration", v1=False,
+        ignored_fields=["spec.kubeconfig", "metadata"])
+
+    # A watch stream that died silently (a dropped connection without FIN) is noticed and re-established.
+    settings.watching.server_timeout = int(config.watch_timeout)  # the API wants an integer
+    settings.watching.client_timeout = config.watch_timeout + 30
+    settings.watching.connect_timeout = 30
+    settings.networking.request_timeout = 60
+    settings.networking.connect_timeout = 30
+
+    # Peering is always cluster-wide, also for a namespaced operator: it also serves Nodes and GlobalNodes.
+    settings.peering.clusterwide = True
+    settings.posting.level = logging.INFO

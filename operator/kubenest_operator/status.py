@@ -1,0 +1,95 @@
+"""VirtualCluster status patches, built as plain data.
+
+The operator owns phase, message, reason, observedGeneration, endpoint, nodes, nodeCount, kubeconfigSecretRef
+and progress: it merge-patches only those, on the status subresource, and sets keys it does not know to null
+rather than leaving stale values behind. Conditions are a list keyed by type, so they are server-side applied
+(`conditions_apply_body`): the operator's field manager owns its Ready entry and nothing else.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .progress import Progress
+
+PENDING, PREPARING, COMPLETED, UPDATING, DELETING, FAILED = (
+    "Pending", "Preparing", "Completed", "Updating", "Deleting", "Failed")
+READY = "Ready"
+API_VERSION, KIND = "kosmos.io/v1alpha1", "VirtualCluster"
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _patch(**status: Any) -> dict[str, Any]:
+    return {"status": status}
+
+
+def progress_fields(run_id: str, playbook: str, started_at: str, progress: Progress) -> dict[str, Any]:
+    return {
+        "runID": run_id,
+        "playbook": playbook,
+        "currentRole": progress.current_role,
+        "currentTask": progress.current_task,
+        "tasksDone": progress.tasks_done,
+        "tasksTotal": progress.tasks_total,
+        "startedAt": started_at,
+    }
+
+
+def queued(phase: str | None) -> dict[str, Any]:
+    """Waiting for a runner slot; a fresh object shows Pending until its first run starts."""
+    return _patch(**({"phase": PENDING} if not phase else {}), message="waiting for a free runner slot")
+
+
+def run_started(phase: str, run_id: str, playbook: str, started_at: str, progress: Progress,
+                state: str) -> dict[str, Any]:
+    return _patch(phase=phase, reason=None, message=f"running {playbook} (state {state})",
+                  progress=progress_fields(run_id, playbook, started_at, progress))
+
+
+def progressed(run_id: str, playbook: str, started_at: str, progress: Progress) -> dict[str, Any]:
+    return _patch(progress=progress_fields(run_id, playbook, started_at, progress))
+
+
+def succeeded(*, generation: int | None, endpoint: str | None, nodes: Sequence[str],
+              secret_name: str, secret_key: str, progress: dict[str, Any]) -> dict[str, Any]:
+    return _patch(
+        phase=COMPLETED, reason=None, message=None, observedGeneration=generation,
+        endpoint=endpoint, nodes=list(nodes), nodeCount=len(nodes),
+        kubeconfigSecretRef={"name": secret_name, "key": secret_key},
+        # The finished run's count becomes the next run's estimate of tasksTotal.
+        progress={**progress, "currentRole": None, "currentTask": None, "tasksTotal": progress["tasksDone"]},
+    )
+
+
+def failed_permanently(*, generation: int | None, reason: str, message: str,
+                       progress: dict[str, Any]) -> dict[str, Any]:
+    return _patch(phase=FAILED, reason=reason, message=message, observedGeneration=generation, progress=progress)
+
+
+def failed_transiently(*, message: str, delay: float, progress: dict[str, Any]) -> dict[str, Any]:
+    # The phase stays Preparing/Updating/Deleting: the work is not given up, it is retried.
+    return _patch(reason="RunFailed", message=f"{message} (retrying in {delay:.0f}s)", progress=progress)
+
+
+def condition(type_: str, status: str, reason: str, message: str, generation: int | None,
+              previous: Sequence[Mapping[str, Any]] | None, at: str | None = None) -> dict[str, Any]:
+    """A condition whose lastTransitionTime only moves when its status changes."""
+    before = next((c for c in previous or () if c.get("type") == type_), None)
+    changed = before is None or before.get("status") != status or not before.get("lastTransitionTime")
+    result = {
+        "type": type_, "status": status, "reason": reason, "message": message,
+        "lastTransitionTime": (at or now()) if changed else before["lastTransitionTime"],
+    }
+    if generation is not None:
+        result["observedGeneration"] = generation
+    return result
+
+
+def conditions_apply_body(namespace: str, name: str, conditions: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"namespace": namespace, "name": name},
+            "status": {"conditions": [dict(c) for c in conditions]}}

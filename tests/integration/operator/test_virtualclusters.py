@@ -1,0 +1,198 @@
+"""The real operator against a real API server, running the test playbook through ansible-runner."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import re
+import time
+
+from tests.integration.operator.conftest import timings
+from tests.integration.operator.operatorproc import condition, phase, stays, wait_for_vc
+from tests.support.procs import wait_until
+
+COMPLETED = 120  # seconds a run of the test playbook may take, with room for a slow machine
+
+
+def completed(generation: int | None = None):
+    def check(vc):
+        status = (vc or {}).get("status") or {}
+        return (status.get("phase") == "Completed" and condition(vc).get("status") == "True"
+                and (generation is None or status.get("observedGeneration", 0) >= generation))
+    return check
+
+
+def test_virtualcluster_reaches_completed_with_kubeconfig(kube, operators):
+    ns = kube.new_namespace(sleep=1)
+    operator = operators.start("operator", "--namespace", ns)
+    seen_progress, seen_phases = [], []
+
+    def observe(vc):
+        status = (vc or {}).get("status") or {}
+        seen_phases.append(status.get("phase"))
+        progress = status.get("progress") or {}
+        if progress.get("currentTask") and (not seen_progress or seen_progress[-1] != progress):
+            seen_progress.append(progress)
+
+    started = time.monotonic()
+    kube.create_vc(ns, "alpha", {"promoteResources": {"nodes": ["node-a", "node-b"]}})
+    vc = wait_for_vc(kube, ns, "alpha", completed(), COMPLETED, "alpha Completed", operator, observe)
+    timings["VirtualCluster create -> Completed (test playbook, 4 x 1 s steps)"] = time.monotonic() - started
+
+    status = vc["status"]
+    assert status["kubeconfigSecretRef"] == {"name": "alpha-admin-kubeconfig", "key": "kubeconfig"}
+    assert status["endpoint"] == "https://127.0.0.1:6443"
+    assert status["nodes"] == ["node-a", "node-b"] and status["nodeCount"] == 2
+    assert status["observedGeneration"] == vc["metadata"]["generation"]
+    kubeconfig = kube.secret_text(ns, "alpha-admin-kubeconfig", "kubeconfig")
+    assert base64.b64decode(vc["spec"]["kubeconfig"]).decode() == kubeconfig
+    assert "Preparing" in seen_phases
+    # Progress moved while the run went: several distinct tasks, the role's among them, counts rising.
+    tasks = [p["currentTask"] for p in seen_progress]
+    assert len(set(tasks)) >= 3, seen_progress
+    assert any(p.get("currentRole") == "fake_control_plane" for p in seen_progress), seen_progress
+    done = [p["tasksDone"] for p in seen_progress]
+    assert done == sorted(done) and done[-1] > done[0], seen_progress
+    final = status["progress"]
+    assert final["tasksDone"] == final["tasksTotal"] > 0 and "currentTask" not in final
+
+    # One run, and the spec.kubeconfig write-back did not start another.
+    assert stays(lambda: kube.runs(ns, "alpha") == {"present": 1, "absent": 0}, 8)
+    # The credential appears nowhere but in the Secret and spec.kubeconfig.
+    token = next(line.split('"')[1] for line in kubeconfig.splitlines() if "token:" in line)
+    for text, where in ((operator.log(), "operator log"), (kube.events_text(ns), "events"),
+                        (str(kube.vc(ns, "alpha")["status"]), "status"),
+                        (str(kube.vc(ns, "alpha")["metadata"]), "metadata")):
+        assert token not in text and vc["spec"]["kubeconfig"] not in text, where
+    # Only the last --artifacts-keep runs stay, and no run directory leaks a credential either.
+    assert len(list(operator.runs_dir.iterdir())) == 1
+    for path in operator.runs_dir.rglob("*"):
+        if path.is_file():
+            assert token.encode() not in path.read_bytes(), path
+
+
+def test_spec_change_runs_exactly_once_more(kube, operators):
+    ns = kube.new_namespace(sleep=0)
+    operator = operators.start("operator", "--namespace", ns)
+    kube.create_vc(ns, "beta", {})
+    wait_for_vc(kube, ns, "beta", completed(), COMPLETED, "beta Completed", operator)
+    assert stays(lambda: kube.runs(ns, "beta")["present"] == 1, 5)
+
+    phases = set()
+    changed = kube.patch_vc_spec(ns, "beta", {"externalIP": "192.0.2.10"})
+    wait_for_vc(kube, ns, "beta", completed(changed["metadata"]["generation"]), COMPLETED,
+                "beta Completed after the change", operator, lambda vc: phases.add(phase(vc)))
+    assert "Updating" in phases and "Preparing" not in phases
+    assert '"externalIP": "192.0.2.10"' in kube.core.read_namespaced_config_map("beta-controlplane", ns).data["spec"]
+    # Exactly one more run, and no loop from the status and spec.kubeconfig writes that follow it.
+    assert stays(lambda: kube.runs(ns, "beta")["present"] == 2, 15)
+    assert kube.vc(ns, "beta")["status"]["observedGeneration"] == kube.vc(ns, "beta")["metadata"]["generation"]
+
+
+def test_spec_change_during_a_run_is_picked_up_afterwards(kube, operators):
+    ns = kube.new_namespace(sleep=2)
+    operator = operators.start("operator", "--namespace", ns)
+    kube.create_vc(ns, "gamma", {})
+    wait_for_vc(kube, ns, "gamma", lambda vc: ((vc or {}).get("status") or {}).get("progress", {}).get(
+        "currentRole") == "fake_control_plane", COMPLETED, "gamma's first run in its role", operator)
+    changed = kube.patch_vc_spec(ns, "gamma", {"imageRepository": "registry.example/kubenest"})
+    vc = wait_for_vc(kube, ns, "gamma", completed(changed["metadata"]["generation"]), 2 * COMPLETED,
+                     "gamma Completed with the new spec", operator)
+    assert "registry.example/kubenest" in kube.core.read_namespaced_config_map("gamma-controlplane", ns).data["spec"]
+    assert vc["status"]["observedGeneration"] == vc["metadata"]["generation"]
+    assert stays(lambda: kube.runs(ns, "gamma")["present"] == 2, 8)
+
+
+def test_permanent_failure_is_not_retried_until_the_spec_changes(kube, operators):
+    ns = kube.new_namespace(sleep=0)
+    operator = operators.start("operator", "--namespace", ns)
+    kube.create_vc(ns, "delta", {"imageRepository": "refuse.invalid"})
+    vc = wait_for_vc(kube, ns, "delta", lambda vc: phase(vc) == "Failed", COMPLETED, "delta Failed", operator)
+    ready = condition(vc)
+    assert ready["status"] == "False" and ready["reason"] == "InvalidRequest"
+    assert ready["message"] == "imageRepository refuse.invalid is refused"
+    assert vc["status"]["reason"] == "InvalidRequest"
+    assert vc["status"]["observedGeneration"] == vc["metadata"]["generation"]
+    # No retry storm: with a 2 s backoff a retried failure would have run several times by now.
+    assert stays(lambda: kube.runs(ns, "delta")["present"] == 1, 20)
+    assert "kubeconfig" not in vc["spec"]
+    # Nor after a restart: resuming does not run a spec that failed permanently.
+    assert operator.stop() == 0
+    operator = operators.start("restarted", "--namespace", ns)
+    wait_until(lambda: "failed permanently; change the spec to retry" in operator.log(), 30, "delta skipped",
+               operator.process)
+    assert stays(lambda: kube.runs(ns, "delta")["present"] == 1, 5)
+
+    changed = kube.patch_vc_spec(ns, "delta", {"imageRepository": "kubenest.local"})
+    wait_for_vc(kube, ns, "delta", completed(changed["metadata"]["generation"]), COMPLETED,
+                "delta Completed after the fix", operator)
+    assert kube.runs(ns, "delta")["present"] == 2
+
+
+def test_transient_failures_are_retried_with_backoff(kube, operators):
+    ns = kube.new_namespace(sleep=0, fail_first=2)
+    operator = operators.start("operator", "--namespace", ns)
+    failures, messages = [], set()
+
+    def observe(vc):
+        ready = condition(vc)
+        messages.add(((vc or {}).get("status") or {}).get("message"))
+        if ready.get("reason") == "RunFailed" and ready.get("message") not in failures:
+            failures.append(ready.get("message"))
+            assert phase(vc) == "Preparing", "a transient failure must not leave the phase Pending or Failed"
+
+    started = time.monotonic()
+    kube.create_vc(ns, "epsilon", {})
+    wait_for_vc(kube, ns, "epsilon", completed(), 3 * COMPLETED, "epsilon Completed", operator, observe)
+    elapsed = time.monotonic() - started
+    assert kube.runs(ns, "epsilon")["present"] == 3
+    assert failures and "simulated outage" in failures[0]
+    # Retries waited 2 s and then 4 s (--backoff-base 2).
+    assert any(m and m.endswith("(retrying in 2s)") for m in messages), messages
+    assert any(m and m.endswith("(retrying in 4s)") for m in messages), messages
+    assert elapsed > 6
+    assert stays(lambda: kube.runs(ns, "epsilon")["present"] == 3, 6)
+
+
+def test_delete_runs_the_playbook_and_releases_the_finalizer(kube, operators):
+    ns = kube.new_namespace(sleep=0)
+    operator = operators.start("operator", "--namespace", ns)
+    kube.create_vc(ns, "zeta", {})
+    vc = wait_for_vc(kube, ns, "zeta", completed(), COMPLETED, "zeta Completed", operator)
+    assert vc["metadata"]["finalizers"] == ["kubenest.kosmos.io/finalizer"]
+    assert kube.labelled("ConfigMap", ns, "zeta") == ["zeta-controlplane"]
+
+    kube.delete_vc(ns, "zeta")
+    wait_for_vc(kube, ns, "zeta", lambda vc: vc is None, COMPLETED, "zeta gone", operator)
+    assert kube.runs(ns, "zeta") == {"present": 1, "absent": 1}
+    assert kube.labelled("ConfigMap", ns, "zeta") == [] and kube.labelled("Secret", ns, "zeta") == []
+
+
+def run_windows(log: str) -> list[tuple[datetime.datetime, datetime.datetime]]:
+    """(start, end) of every run, from the operator's log lines "run <id>: ... with state" and "run <id>: ... after"."""
+    starts, ends = {}, {}
+    for line in log.splitlines():
+        match = re.match(r"\[([0-9-]+ [0-9:,]+)\].* run (\S+): (.*)", line)
+        if match:
+            at = datetime.datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S,%f")
+            (starts if " with state " in match.group(3) else ends)[match.group(2)] = at
+    return sorted((starts[run], ends[run]) for run in starts if run in ends)
+
+
+def test_max_parallel_queues_runs(kube, operators):
+    ns = kube.new_namespace(sleep=1)
+    operator = operators.start("operator", "--namespace", ns, "--max-parallel", "1")
+    kube.create_vc(ns, "kappa", {})
+    kube.create_vc(ns, "lambda", {})
+    queued = set()
+
+    def both_done() -> bool:
+        vcs = {name: kube.vc(ns, name) for name in ("kappa", "lambda")}
+        queued.update(name for name, vc in vcs.items() if phase(vc) == "Pending"
+                      and vc["status"].get("message") == "waiting for a free runner slot")
+        return all(completed()(vc) for vc in vcs.values())
+
+    wait_until(both_done, 2 * COMPLETED, "kappa and lambda Completed", operator.process, interval=0.25)
+    assert len(queued) == 1
+    first, second = run_windows(operator.log())
+    assert second[0] >= first[1], "two runs at once despite --max-parallel 1"

@@ -1,0 +1,43 @@
+"""Command line -> Config."""
+
+from __future__ import annotations
+
+import pytest
+
+from kubenest_operator.cli import config_from_args, parser
+
+
+def config(*argv: str, kubeconfig: str):
+    return config_from_args(parser().parse_args(["--kubeconfig", kubeconfig, *argv]))
+
+
+def test_defaults(tmp_path):
+    cfg = config(kubeconfig=str(tmp_path / "kc"))
+    assert cfg.kubeconfig == str(tmp_path / "kc")
+    assert cfg.namespaces == () and cfg.peering == "kubenest" and cfg.priority is None
+    assert cfg.max_parallel == 4 and cfg.artifacts_keep == 10
+    assert (cfg.playbook_dir / "virtualcluster.yml").is_file()
+
+
+def test_namespaces_standalone_and_limits(tmp_path):
+    cfg = config("-n", "a", "--namespace", "b", "c", "--standalone", "--max-parallel", "2", "--artifacts-keep", "0",
+                 "--playbook-dir", str(tmp_path), "--runs-dir", str(tmp_path / "runs"),
+                 "--backoff-base", "30", "--backoff-max", "5", kubeconfig="kc")
+    assert cfg.namespaces == ("a", "b", "c") and cfg.peering is None
+    assert cfg.max_parallel == 2 and cfg.artifacts_keep == 0
+    assert cfg.playbook_dir == tmp_path.resolve() and cfg.runs_dir == (tmp_path / "runs").resolve()
+    assert cfg.backoff_max == 30  # never below the base
+
+
+@pytest.mark.parametrize("argv", [
+    ["--standalone", "--peering", "x"], ["-n", "a", "--all-namespaces"], ["--max-parallel", "0"],
+    ["--artifacts-keep", "-1"],
+])
+def test_conflicting_or_bad_options_are_refused(argv):
+    with pytest.raises(SystemExit):
+        parser().parse_args(argv)
+
+
+def test_kubeconfig_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "env-kc"))
+    assert config_from_args(parser().parse_args([])).kubeconfig == str(tmp_path / "env-kc")

@@ -1,0 +1,50 @@
+"""Permanent-error markers, failure messages and the retry backoff."""
+
+from __future__ import annotations
+
+import pytest
+
+from kubenest_operator.errors import Permanent, backoff, failure_messages, parse_permanent, summarize
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    ("[kubenest:permanent:Unsatisfiable] promotePolicies[0] wants 3 node(s) but only 1 free GlobalNode(s) match",
+     Permanent("Unsatisfiable", "promotePolicies[0] wants 3 node(s) but only 1 free GlobalNode(s) match")),
+    # folded YAML (>-) and assert's fail_msg keep newlines and runs of spaces: one line comes out
+    ("[kubenest:permanent:InvalidRequest] virtualcluster needs a DNS-label\n  namespace", Permanent(
+        "InvalidRequest", "virtualcluster needs a DNS-label namespace")),
+    ("Action failed: [kubenest:permanent:Quota]   too many", Permanent("Quota", "too many")),
+    ("[kubenest:permanent:Bare]", Permanent("Bare", "Bare")),
+])
+def test_markers_are_parsed(message, expected):
+    assert parse_permanent(message) == expected
+
+
+@pytest.mark.parametrize("message", [
+    "connection refused", "[kubenest:transient:Flaky] x", "[kubenest:permanent:] x", "[kubenest:permanent:9x] y",
+    None, 42, ["[kubenest:permanent:Unsatisfiable] in a list"],
+])
+def test_other_failures_are_not_permanent(message):
+    assert parse_permanent(message) is None
+
+
+def test_failure_messages_include_failed_loop_items_only():
+    res = {"msg": "One or more items failed", "results": [
+        {"failed": False, "msg": "All assertions passed"},
+        {"failed": True, "msg": "[kubenest:permanent:Unsatisfiable] not enough nodes"},
+        "not-a-dict",
+    ]}
+    assert failure_messages(res) == ["One or more items failed", "[kubenest:permanent:Unsatisfiable] not enough nodes"]
+    assert failure_messages({"rc": 1}) == [] and failure_messages(None) == []
+
+
+def test_backoff_doubles_from_the_base_up_to_the_cap():
+    assert [backoff(retry, 10, 300) for retry in range(7)] == [10, 20, 40, 80, 160, 300, 300]
+    assert backoff(10_000, 10, 300) == 300
+    assert backoff(-1, 10, 300) == 10
+
+
+def test_summarize_is_one_bounded_line():
+    assert summarize("a\n  b\tc") == "a b c"
+    long = summarize("x" * 2000, limit=100)
+    assert len(long) == 100 and long.endswith("…")

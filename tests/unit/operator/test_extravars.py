@@ -1,0 +1,66 @@
+"""VirtualCluster -> extravars of the virtualcluster playbook."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import kopf
+import pytest
+
+from kubenest_operator.extravars import build_extravars, desired_spec, plain
+
+BODY = {
+    "apiVersion": "kosmos.io/v1alpha1", "kind": "VirtualCluster",
+    "metadata": {"namespace": "tenants", "name": "vc1", "uid": "4b1e-uid", "generation": 3,
+                 "annotations": {"kubenest.kosmos.io/last-handled-configuration": "{}"},
+                 "finalizers": ["kubenest.kosmos.io/finalizer"]},
+    "spec": {"externalIP": "192.0.2.1", "kubeconfig": "c2VjcmV0",
+             "promotePolicies": [{"labelSelector": {"matchLabels": {"zone": "a"}}, "nodeCount": 2}]},
+    "status": {"phase": "Completed"},
+}
+
+
+def test_extravars_carry_identity_state_and_spec_without_the_kubeconfig():
+    extravars = build_extravars(BODY, "present", "/etc/kubenest/host.kubeconfig")
+    assert extravars == {
+        "kubenest_host_kubeconfig": "/etc/kubenest/host.kubeconfig",
+        "virtualcluster": {
+            "namespace": "tenants", "name": "vc1", "uid": "4b1e-uid", "generation": 3, "state": "present",
+            "spec": {"externalIP": "192.0.2.1",
+                     "promotePolicies": [{"labelSelector": {"matchLabels": {"zone": "a"}}, "nodeCount": 2}]},
+        },
+    }
+    assert "c2VjcmV0" not in repr(extravars)
+
+
+def test_in_cluster_has_no_kubeconfig_path_and_absent_state_passes_through():
+    extravars = build_extravars(BODY, "absent", None)
+    assert "kubenest_host_kubeconfig" not in extravars
+    assert extravars["virtualcluster"]["state"] == "absent"
+
+
+def test_the_body_is_not_modified_and_kopf_views_are_plain_afterwards():
+    raw = copy.deepcopy(BODY)
+    extravars = build_extravars(kopf.Body(raw), "present", None)
+    assert raw == BODY
+    json.dumps(extravars)  # plain data, as ansible-runner writes it
+    spec = extravars["virtualcluster"]["spec"]
+    spec["promotePolicies"][0]["nodeCount"] = 9
+    assert raw["spec"]["promotePolicies"][0]["nodeCount"] == 2
+
+
+def test_empty_or_missing_spec():
+    assert desired_spec(None) == {}
+    assert desired_spec({"kubeconfig": "x"}) == {}
+    assert build_extravars({"metadata": {"namespace": "a", "name": "b"}}, "present", None)["virtualcluster"][
+        "spec"] == {}
+
+
+def test_unknown_state_is_refused():
+    with pytest.raises(ValueError):
+        build_extravars(BODY, "gone", None)
+
+
+def test_plain_converts_nested_mappings_and_tuples():
+    assert plain(kopf.Body({"a": ({"b": 1},)})) == {"a": [{"b": 1}]}

@@ -1,0 +1,77 @@
+"""Status patches: only the operator's fields, stale values nulled, conditions keyed by type."""
+
+from __future__ import annotations
+
+from kubenest_operator import status as st
+from kubenest_operator.progress import Progress
+
+OWNED = {"phase", "message", "reason", "observedGeneration", "endpoint", "nodes", "nodeCount",
+         "kubeconfigSecretRef", "progress"}
+
+
+def progress(**kw) -> dict:
+    snapshot = Progress(kw.get("role"), kw.get("task"), kw.get("done", 0), kw.get("total"), 1)
+    return st.progress_fields("run-1", "virtualcluster.yml", "2026-01-01T00:00:00Z", snapshot)
+
+
+def test_run_start_sets_phase_and_fresh_progress_with_nulls_for_the_unknown():
+    patch = st.run_started("Preparing", "run-1", "virtualcluster.yml", "2026-01-01T00:00:00Z",
+                           Progress(None, None, 0, None, 0), "present")
+    assert patch == {"status": {
+        "phase": "Preparing", "reason": None, "message": "running virtualcluster.yml (state present)",
+        "progress": {"runID": "run-1", "playbook": "virtualcluster.yml", "currentRole": None, "currentTask": None,
+                     "tasksDone": 0, "tasksTotal": None, "startedAt": "2026-01-01T00:00:00Z"}}}
+
+
+def test_progress_patch_touches_only_progress():
+    patch = st.progressed("run-1", "virtualcluster.yml", "t0", Progress("etcd", "Start etcd", 4, 20, 7))
+    assert list(patch["status"]) == ["progress"]
+    assert patch["status"]["progress"]["currentRole"] == "etcd" and patch["status"]["progress"]["tasksTotal"] == 20
+
+
+def test_success_records_the_result_and_makes_this_run_the_next_estimate():
+    patch = st.succeeded(generation=4, endpoint="https://192.0.2.1:31443", nodes=["n1", "n2"],
+                         secret_name="vc1-admin-kubeconfig", secret_key="kubeconfig",
+                         progress=progress(role="etcd", task="last", done=17, total=12))
+    status = patch["status"]
+    assert set(status) <= OWNED
+    assert status["phase"] == "Completed" and status["reason"] is None and status["message"] is None
+    assert status["observedGeneration"] == 4 and status["nodeCount"] == 2 and status["nodes"] == ["n1", "n2"]
+    assert status["kubeconfigSecretRef"] == {"name": "vc1-admin-kubeconfig", "key": "kubeconfig"}
+    assert status["progress"]["tasksTotal"] == 17 and status["progress"]["currentTask"] is None
+
+
+def test_permanent_failure_is_failed_with_the_reason_and_observes_the_generation():
+    patch = st.failed_permanently(generation=2, reason="Unsatisfiable", message="only 1 node", progress=progress())
+    assert patch["status"]["phase"] == "Failed" and patch["status"]["reason"] == "Unsatisfiable"
+    assert patch["status"]["observedGeneration"] == 2 and set(patch["status"]) <= OWNED
+
+
+def test_transient_failure_keeps_the_phase_and_says_when_it_retries():
+    patch = st.failed_transiently(message="task 'x' failed", delay=40.0, progress=progress())
+    assert "phase" not in patch["status"] and "observedGeneration" not in patch["status"]
+    assert patch["status"]["message"] == "task 'x' failed (retrying in 40s)"
+    assert patch["status"]["reason"] == "RunFailed"
+
+
+def test_queued_marks_only_a_fresh_object_pending():
+    assert st.queued(None)["status"]["phase"] == "Pending"
+    assert "phase" not in st.queued("Completed")["status"]
+
+
+def test_condition_transition_time_moves_only_when_the_status_changes():
+    before = [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+              {"type": "NodesReady", "status": "False"}]
+    same = st.condition("Ready", "True", "Reconciled", "ok", 3, before, at="2026-02-02T00:00:00Z")
+    assert same["lastTransitionTime"] == "2026-01-01T00:00:00Z" and same["observedGeneration"] == 3
+    flipped = st.condition("Ready", "False", "RunFailed", "x", 3, before, at="2026-02-02T00:00:00Z")
+    assert flipped["lastTransitionTime"] == "2026-02-02T00:00:00Z"
+    new = st.condition("Ready", "Unknown", "Reconciling", "x", None, [], at="2026-02-02T00:00:00Z")
+    assert "observedGeneration" not in new and new["lastTransitionTime"] == "2026-02-02T00:00:00Z"
+
+
+def test_conditions_are_applied_as_an_object_naming_only_ours():
+    body = st.conditions_apply_body("tenants", "vc1", [{"type": "Ready", "status": "True"}])
+    assert body == {"apiVersion": "kosmos.io/v1alpha1", "kind": "VirtualCluster",
+                    "metadata": {"namespace": "tenants", "name": "vc1"},
+                    "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
