@@ -42,8 +42,8 @@ def vc_memory(api, names: list[str]) -> float:
 
     total = 0
     for node in k8s.CoreV1Api(api).list_node().items:
-        raw = k8s.CoreV1Api(api).connect_get_node_proxy_with_path(node.metadata.name, "stats/summary",
-                                                                   _preload_content=False).data
+        core = k8s.CoreV1Api(api)
+        raw = core.connect_get_node_proxy_with_path(node.metadata.name, "stats/summary", _preload_content=False).data
         for pod in json.loads(raw).get("pods", []):
             ref = pod["podRef"]
             if ref["namespace"] == NS and any(ref["name"].startswith(f"{n}-") for n in names):

@@ -48,8 +48,10 @@ options:
 attributes:
   check_mode:
     support: full
+    description: Reports what would change without writing anything.
   diff_mode:
     support: none
+    description: Credentials are never shown as a diff.
 """
 
 EXAMPLES = r"""

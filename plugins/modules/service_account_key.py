@@ -28,8 +28,10 @@ options:
 attributes:
   check_mode:
     support: full
+    description: Reports what would change without writing anything.
   diff_mode:
     support: none
+    description: Credentials are never shown as a diff.
 requirements:
   - cryptography >= 3.3
 """

@@ -206,4 +206,3 @@ def _key_of(root: Path) -> str | None:
         return (root / KEY_FILE).read_text().strip()
     except FileNotFoundError:
         return None
-

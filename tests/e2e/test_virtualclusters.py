@@ -44,8 +44,8 @@ def operator(host_cluster, tmp_path_factory):
     ensure_namespace(api, NS)
     proc = OperatorProcess(kubeconfig, tmp_path_factory.mktemp("operator")).start()
     yield proc, api
-    for vc in k8s.CustomObjectsApi(api).list_namespaced_custom_object("kosmos.io", "v1alpha1", NS,
-                                                                       "virtualclusters")["items"]:
+    leftovers = k8s.CustomObjectsApi(api).list_namespaced_custom_object("kosmos.io", "v1alpha1", NS, "virtualclusters")
+    for vc in leftovers["items"]:
         delete_vc(api, NS, vc["metadata"]["name"])
     proc.stop()
     if sandbox_operator:
