@@ -79,6 +79,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as logs:
         operator = OperatorProcess(kubeconfig, Path(logs)).start()
         try:
+            from kubernetes import client as k8s
+
+            for vc in k8s.CustomObjectsApi(api).list_namespaced_custom_object(
+                    "kosmos.io", "v1alpha1", NS, "virtualclusters")["items"]:  # an interrupted earlier run
+                delete_vc(api, NS, vc["metadata"]["name"])
             ready_s, delete_s = [], []
             for i in range(3):
                 name = f"single-{i}"
