@@ -67,13 +67,8 @@ options:
     type: str
     choices: [rsa, ec]
     default: rsa
-attributes:
-  check_mode:
-    support: full
-    description: Reports what would change without writing anything.
-  diff_mode:
-    support: none
-    description: Credentials are never shown as a diff.
+extends_documentation_fragment:
+  - kosmos.kubenest.credential_files
 requirements:
   - cryptography >= 3.3
 """

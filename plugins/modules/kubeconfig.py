@@ -45,13 +45,8 @@ options:
     description: File mode of the kubeconfig (it holds credentials).
     type: raw
     default: "0600"
-attributes:
-  check_mode:
-    support: full
-    description: Reports what would change without writing anything.
-  diff_mode:
-    support: none
-    description: Credentials are never shown as a diff.
+extends_documentation_fragment:
+  - kosmos.kubenest.credential_files
 """
 
 EXAMPLES = r"""
