@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -54,9 +55,11 @@ def _established(ext: kubernetes.client.ApiextensionsV1Api, name: str) -> bool:
 def crds(apiserver, api_client):
     """kosmos.io CRDs through the collection's own playbook, kopf's peering CRDs from deploy/operator."""
     playbook = REPO / "playbooks" / "install_crds.yml"
-    proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), str(playbook),
-                           "-e", f"kubenest_admin_kubeconfig={apiserver.kubeconfig}"],
-                          capture_output=True, text=True, timeout=300, check=False)
+    with tempfile.TemporaryDirectory(prefix="kubenest-crds-") as tmp:  # kubernetes.core caches discovery there
+        proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), str(playbook),
+                               "-e", f"kubenest_admin_kubeconfig={apiserver.kubeconfig}"],
+                              capture_output=True, text=True, timeout=300, check=False,
+                              env={**os.environ, "TMPDIR": tmp})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     ext = kubernetes.client.ApiextensionsV1Api(api_client)
     for doc in yaml.safe_load((REPO / "deploy/operator/peering-crds.yaml").read_text())["items"]:
