@@ -16,3 +16,15 @@ attributes:
     support: none
     description: Credentials are never shown as a diff.
 """
+
+    # Modules that generate private keys.
+    KEYS = r"""
+options:
+  key_type:
+    description: Key algorithm of a new key.
+    type: str
+    choices: [rsa, ec]
+    default: rsa
+requirements:
+  - cryptography >= 3.3
+"""

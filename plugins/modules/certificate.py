@@ -62,15 +62,9 @@ options:
     description: Re-issue a certificate that expires within this many days.
     type: int
     default: 30
-  key_type:
-    description: Key algorithm of a new key.
-    type: str
-    choices: [rsa, ec]
-    default: rsa
 extends_documentation_fragment:
   - kosmos.kubenest.credential_files
-requirements:
-  - cryptography >= 3.3
+  - kosmos.kubenest.credential_files.keys
 """
 
 EXAMPLES = r"""

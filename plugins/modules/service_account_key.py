@@ -20,15 +20,9 @@ options:
     description: Path of the pair without extension.
     type: path
     required: true
-  key_type:
-    description: Key algorithm of a new key.
-    type: str
-    choices: [rsa, ec]
-    default: rsa
 extends_documentation_fragment:
   - kosmos.kubenest.credential_files
-requirements:
-  - cryptography >= 3.3
+  - kosmos.kubenest.credential_files.keys
 """
 
 EXAMPLES = r"""
