@@ -14,12 +14,31 @@ import sys
 import time
 from pathlib import Path
 
+import yaml
+
 from sandbox.machines.config import from_env
+from sandbox.machines.pki import client_files
 
 
 def _paths():
     sb = from_env()
     return sb.state_dir / "operator.pid", sb.state_dir / "operator.log", sb.state_dir / "kubeconfig"
+
+
+def write_site_vars(state_dir: Path) -> Path:
+    """What the operator's runs need to reach the machines: the agent's client credentials and the images."""
+    sb = from_env()
+    files = client_files(sb)
+    site = {"kubenest_agent_ca_file": files["ca"], "kubenest_agent_cert_file": files["cert"],
+            "kubenest_agent_key_file": files["key"]}
+    group_vars = state_dir / "group_vars" / "all.yml"
+    if group_vars.is_file():
+        images_dir = (yaml.safe_load(group_vars.read_text()) or {}).get("kubenest_images_dir")
+        if images_dir:
+            site["kubenest_images_dir"] = images_dir
+    path = state_dir / "operator-vars.yml"
+    path.write_text(yaml.safe_dump(site))
+    return path
 
 
 def _running(pid_file: Path) -> int | None:
@@ -40,8 +59,10 @@ def start() -> int:
         print(f"error: {kubeconfig} is missing: bring the host cluster up first (make up)", file=sys.stderr)
         return 2
     exe = Path(sys.executable).parent / "kubenest-operator"
+    site_vars = write_site_vars(kubeconfig.parent)
     with open(log_file, "ab") as log:
-        proc = subprocess.Popen([str(exe), "--kubeconfig", str(kubeconfig), "--all-namespaces", "--standalone"],
+        proc = subprocess.Popen([str(exe), "--kubeconfig", str(kubeconfig), "--all-namespaces", "--standalone",
+                                 "--site-vars", str(site_vars)],
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
     pid_file.write_text(f"{proc.pid}\n")

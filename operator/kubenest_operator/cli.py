@@ -13,6 +13,7 @@ import yaml
 from kubernetes.client.rest import ApiException
 
 from . import __version__
+from .extravars import load_site_vars
 from .kube import kubeconfig_path
 from .settings import DEFAULT_PEERING, Config, default_playbook_dir, default_runs_dir
 
@@ -61,6 +62,13 @@ def parser() -> argparse.ArgumentParser:
                    help="least seconds between status.progress updates (default 2)")
     p.add_argument("--watch-timeout", type=positive_int, default=300,
                    help="seconds after which a watch request is renewed (default 300)")
+    p.add_argument("--node-wait-interval", type=float, default=15.0,
+                   help="seconds between looks at a virtual cluster waiting for nodes (default 15)")
+    p.add_argument("--resync-interval", type=float, default=30.0,
+                   help="seconds between full passes over Nodes and GlobalNodes (default 30; the first at start)")
+    p.add_argument("--site-vars", type=Path, default=None, metavar="FILE",
+                   help="YAML mapping of variables for every run, e.g. kubenest_agent_ca_file/cert_file/key_file "
+                        "(the agent client credentials) and kubenest_images_dir")
     p.add_argument("--liveness", metavar="URL", help="serve a liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
     p.add_argument("--verbose", "-v", action="store_true", help="debug logging")
     return p
@@ -82,6 +90,9 @@ def config_from_args(args: argparse.Namespace) -> Config:
         backoff_max=max(args.backoff_max, args.backoff_base),
         watch_timeout=args.watch_timeout,
         liveness=args.liveness,
+        node_wait_interval=args.node_wait_interval,
+        resync_interval=args.resync_interval,
+        site_vars=args.site_vars.resolve() if args.site_vars else None,
     )
 
 
@@ -96,6 +107,12 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as exc:
         log.error("%s", exc)
         return 2
+    if config.site_vars is not None:
+        try:
+            load_site_vars(config.site_vars)
+        except (OSError, ValueError, yaml.YAMLError) as exc:
+            log.error("--site-vars %s: %s", config.site_vars, exc)
+            return 2
     if not (config.playbook_dir / config.playbook).is_file():
         log.error("no %s in %s (see --playbook-dir)", config.playbook, config.playbook_dir)
         return 2

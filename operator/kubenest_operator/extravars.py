@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 # Written back by the operator; a credential the playbooks neither need nor should see.
 OPERATOR_OWNED_SPEC_FIELDS = ("kubeconfig",)
@@ -27,11 +30,26 @@ def desired_spec(spec: Mapping[str, Any] | None) -> dict[str, Any]:
     return result
 
 
-def build_extravars(body: Mapping[str, Any], state: str, host_kubeconfig: str | None) -> dict[str, Any]:
+def load_site_vars(path: Path | None) -> dict[str, Any]:
+    """The operator's --site-vars file: a mapping of variables every run gets (never user data)."""
+    if path is None:
+        return {}
+    data = yaml.safe_load(Path(path).read_text()) or {}
+    if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
+        raise ValueError("must hold a YAML mapping of variable names to values")
+    reserved = {"virtualcluster", "kubenest_host_kubeconfig"} & set(data)
+    if reserved:
+        raise ValueError(f"may not set {', '.join(sorted(reserved))}: the operator sets them")
+    return data
+
+
+def build_extravars(body: Mapping[str, Any], state: str, host_kubeconfig: str | None,
+                    site_vars: Mapping[str, Any] | None = None) -> dict[str, Any]:
     if state not in STATES:
         raise ValueError(f"state must be one of {STATES}, not {state!r}")
     metadata = plain(body.get("metadata") or {})
-    extravars: dict[str, Any] = {
+    extravars: dict[str, Any] = dict(site_vars or {})
+    extravars.update({
         "virtualcluster": {
             "namespace": metadata.get("namespace"),
             "name": metadata.get("name"),
@@ -40,7 +58,7 @@ def build_extravars(body: Mapping[str, Any], state: str, host_kubeconfig: str | 
             "state": state,
             "spec": desired_spec(body.get("spec")),
         },
-    }
+    })
     # In-cluster the playbooks' kubernetes.core modules find the service account themselves.
     if host_kubeconfig:
         extravars["kubenest_host_kubeconfig"] = host_kubeconfig

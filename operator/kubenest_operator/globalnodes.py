@@ -7,11 +7,15 @@ writes are compare-and-swap on resourceVersion, so a claim by a playbook is neve
 Node deletes only a free GlobalNode.
 
 Nodes are watched with an event handler, which stores nothing on the Node objects (no annotations, no
-finalizers). GlobalNodes are indexed in memory, so a Node event costs no API read.
+finalizers). GlobalNodes are indexed in memory, so a Node event costs no API read. A resync loop also lists
+every Node periodically (first at start-up): a failed write (e.g. the CRD not served yet) is not left until the
+Node happens to change, and reservations whose virtual cluster is gone are released.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -25,7 +29,9 @@ from .extravars import plain
 from .kube import GLOBALNODES, GROUP, VERSION
 
 CONTROL_PLANE_LABELS = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
-FREE, OCCUPIED = "free", "occupied"
+FREE, RESERVED, OCCUPIED = "free", "reserved", "occupied"
+# States that keep a GlobalNode's spec as it was when the node left the host cluster.
+AWAY = ("reserved", "occupied", "returning", "held")
 ATTEMPTS = 3
 
 
@@ -80,7 +86,7 @@ def sync_patch(record: Record, node: Mapping[str, Any]) -> dict[str, Any] | None
     Removed labels are set to null (a merge patch only removes what it names); the resourceVersion makes
     the patch fail if the GlobalNode changed (e.g. was claimed) since it was read.
     """
-    if record.state == OCCUPIED:
+    if record.state in AWAY:
         return None
     desired = desired_spec(node)
     spec: dict[str, Any] = {}
@@ -171,3 +177,53 @@ async def node_event(type: str | None, body: kopf.Body, name: str, memo: kopf.Me
         await _forget(ctx, name, record, logger)
     else:  # None (initial listing), ADDED, MODIFIED
         await _converge(ctx, node, record, logger)
+
+
+async def resync(ctx: Context, logger: logging.Logger) -> None:
+    """One pass: every worker Node has its GlobalNode; reservations of vanished virtual clusters are freed."""
+    nodes = await ctx.api.list_nodes()
+    for node in nodes:
+        if is_control_plane(node):
+            continue
+        try:
+            await _converge(ctx, node, await _fresh(ctx, node["metadata"]["name"]), logger)
+        except (ApiException, kopf.TemporaryError) as exc:
+            logger.warning(f"GlobalNode {node['metadata']['name']} not synced: {getattr(exc, 'reason', exc)}")
+    for body in await ctx.api.list_globalnodes():
+        record, owner = Record.from_body(body), ((body.get("status") or {}).get("virtualCluster") or "")
+        if record.state != RESERVED or "/" not in owner:
+            continue
+        namespace, name = owner.split("/", 1)
+        if await ctx.api.virtualcluster_exists(namespace, name):
+            continue
+        with contextlib.suppress(ApiException):  # 409: it moved on meanwhile; the next pass looks again
+            await ctx.api.patch_globalnode(record.name, {
+                "metadata": {"resourceVersion": record.resource_version},
+                "status": {"state": FREE, "virtualCluster": None}}, status=True)
+            logger.info(f"GlobalNode {record.name} released: its virtual cluster {owner} is gone")
+
+
+async def resync_loop(ctx: Context, interval: float, logger: logging.Logger) -> None:
+    while True:
+        try:
+            await resync(ctx, logger)
+        except ApiException as exc:
+            logger.warning(f"GlobalNode resync failed: HTTP {exc.status} {exc.reason}; retrying in {interval:.0f}s")
+        except Exception:  # the loop must outlive any one bad pass
+            logger.exception("GlobalNode resync failed")
+        await asyncio.sleep(interval)
+
+
+@kopf.on.startup()
+async def start_resync(memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
+    ctx: Context = memo.ctx
+    memo.resync_task = asyncio.create_task(resync_loop(ctx, ctx.config.resync_interval, logger))
+
+
+@kopf.on.cleanup()
+async def stop_resync(memo: kopf.Memo, **_: Any) -> None:
+    task = memo.get("resync_task")
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

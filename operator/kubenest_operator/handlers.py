@@ -22,7 +22,7 @@ from kubernetes.client.rest import ApiException
 from . import status as st
 from .context import Context
 from .errors import backoff, summarize
-from .extravars import build_extravars, desired_spec, plain
+from .extravars import build_extravars, desired_spec, load_site_vars, plain
 from .kube import GROUP, VERSION, VIRTUALCLUSTERS, is_status
 from .progress import RunTracker
 from .runs import RunOutcome, new_run_id
@@ -75,13 +75,18 @@ async def _report_progress(ctx: Context, namespace: str, name: str, run_id: str,
 
 
 async def _set_ready(ctx: Context, body: kopf.Body, status: str, reason: str, message: str,
-                     generation: int | None) -> None:
+                     generation: int | None, nodes_ready: dict[str, Any] | None = None) -> None:
     # Order with the phase patch: on failure the condition goes first, on success last, so whoever waits
     # for phase Failed or for Ready=True finds the rest of the status already in place.
     previous = plain((body.get("status") or {}).get("conditions") or [])
-    condition = st.condition(st.READY, status, reason, message, generation, previous)
+    conditions = [st.condition(st.READY, status, reason, message, generation, previous)]
+    # One apply carries every condition the operator owns: server-side apply drops an owned entry left out.
+    if nodes_ready is None:
+        nodes_ready = next((c for c in previous if c.get("type") == st.NODES_READY), None)
+    if nodes_ready is not None:
+        conditions.append(nodes_ready)
     await ctx.api.apply_virtualcluster_conditions(
-        st.conditions_apply_body(body.metadata.namespace, body.metadata.name, [condition]))
+        st.conditions_apply_body(body.metadata.namespace, body.metadata.name, conditions))
 
 
 @contextlib.asynccontextmanager
@@ -118,8 +123,8 @@ async def execute(ctx: Context, body: kopf.Body, state: str, phase: str, logger:
     reporter = asyncio.create_task(
         _report_progress(ctx, namespace, name, run_id, started_at, tracker, stop, logger))
     try:
-        outcome = await ctx.runner.run(playbook, run_id, build_extravars(body, state, ctx.config.kubeconfig),
-                                       tracker)
+        extravars = build_extravars(body, state, ctx.config.kubeconfig, load_site_vars(ctx.config.site_vars))
+        outcome = await ctx.runner.run(playbook, run_id, extravars, tracker)
     except Exception as exc:  # the run could not even start (e.g. no space for its directory)
         logger.error(f"run {run_id} could not run: {summarize(exc)}")
         outcome = RunOutcome(run_id, "error", None, 0.0)
@@ -189,15 +194,42 @@ async def _complete(ctx: Context, body: kopf.Body, run: Run, retry: int, logger:
         raise await _retry_later(ctx, body, run, retry, f"Secret {namespace}/{secret_name} has no key {secret_key}",
                                  "KubeconfigMissing")
     generation = await _write_back_kubeconfig(ctx, body, value)
-    nodes = [str(node) for node in result.get("nodes") or []]
+    nodes = st.node_entries(result.get("nodes") or [])
+    wanted = _int(result.get("nodesWanted"))
+    ready = sum(1 for node in nodes if node["ready"])
+    satisfied = result.get("nodesSatisfied") not in (False, "False", "false")
     endpoint = result.get("endpoint")
+    if ready >= wanted:
+        phase, message = st.COMPLETED, None
+        nodes_condition = ("True", "AllNodesReady", f"{ready} of {wanted} nodes Ready")
+    elif not satisfied:
+        phase = st.PENDING
+        message = f"waiting for nodes: {result.get('nodesMessage') or f'{ready} of {wanted} nodes available'}"
+        nodes_condition = ("False", "WaitingForNodes", str(result.get("nodesMessage") or message))
+    else:
+        phase, message = st.INITIALIZED, f"{ready} of {wanted} nodes Ready"
+        nodes_condition = ("False", "NodesNotReady", message)
     await ctx.api.patch_virtualcluster_status(namespace, name, st.succeeded(
-        generation=generation, endpoint=str(endpoint) if endpoint else None, nodes=nodes,
-        secret_name=secret_name, secret_key=secret_key, progress=run.progress()))
+        generation=generation, endpoint=str(endpoint) if endpoint else None, nodes=nodes, wanted=wanted,
+        secret_name=secret_name, secret_key=secret_key, progress=run.progress(), phase=phase, message=message))
+    previous = plain((body.get("status") or {}).get("conditions") or [])
+    nodes_ready = st.condition(st.NODES_READY, *nodes_condition, generation, previous)
+    if phase != st.COMPLETED:
+        # Ready means what a user would check by hand: never True with fewer Ready nodes than asked for.
+        await _set_ready(ctx, body, "False", nodes_condition[1], nodes_condition[2], generation, nodes_ready)
+        logger.info(f"{message}; looking again in {ctx.config.node_wait_interval:.0f}s")
+        raise kopf.TemporaryError(message, delay=ctx.config.node_wait_interval)
     await _set_ready(ctx, body, "True", "Reconciled",
-                     f"{run.playbook} succeeded in {run.outcome.seconds:.0f}s", generation)
+                     f"{run.playbook} succeeded in {run.outcome.seconds:.0f}s", generation, nodes_ready)
     logger.info(f"ready at {endpoint or 'an unreported endpoint'} with {len(nodes)} node(s)")
     return generation
+
+
+def _int(value: Any) -> int:
+    try:
+        return max(0, int(value))
+    except (TypeError, ValueError):
+        return 0
 
 
 @kopf.on.resume(GROUP, VERSION, VIRTUALCLUSTERS)

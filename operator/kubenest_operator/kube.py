@@ -114,6 +114,23 @@ class Api:
         return await self._call(fn, GROUP, VERSION, GLOBALNODES, name, patch, field_manager=FIELD_MANAGER,
                                 _content_type=MERGE_PATCH)
 
+    async def list_globalnodes(self) -> list[dict[str, Any]]:
+        listed = await self._call(self.custom.list_cluster_custom_object, GROUP, VERSION, GLOBALNODES)
+        return listed.get("items") or []
+
+    async def list_nodes(self) -> list[dict[str, Any]]:
+        listed = await self._call(self.core.list_node)
+        return [self.client.sanitize_for_serialization(node) for node in listed.items]
+
+    async def virtualcluster_exists(self, namespace: str, name: str) -> bool:
+        try:
+            await self.get_virtualcluster(namespace, name)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
     async def delete_globalnode(self, name: str, resource_version: str) -> None:
         options = {"preconditions": {"resourceVersion": resource_version}}
         await self._call(self.custom.delete_cluster_custom_object, GROUP, VERSION, GLOBALNODES, name, body=options)

@@ -63,6 +63,12 @@ class Config:
     backoff_max: float = 300.0
     watch_timeout: int = 300
     liveness: str | None = None
+    # Seconds between looks at a virtual cluster that waits for free or Ready nodes.
+    node_wait_interval: float = 15.0
+    # Seconds between full passes over host Nodes and GlobalNodes.
+    resync_interval: float = 30.0
+    # YAML file of site variables given to every run (agent client credentials, images directory, ...).
+    site_vars: Path | None = None
 
 
 def apply_kopf_settings(settings: kopf.OperatorSettings, config: Config) -> None:

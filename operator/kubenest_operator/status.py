@@ -14,9 +14,9 @@ from typing import Any
 
 from .progress import Progress
 
-PENDING, PREPARING, COMPLETED, UPDATING, DELETING, FAILED = (
-    "Pending", "Preparing", "Completed", "Updating", "Deleting", "Failed")
-READY = "Ready"
+PENDING, PREPARING, INITIALIZED, COMPLETED, UPDATING, DELETING, FAILED = (
+    "Pending", "Preparing", "Initialized", "Completed", "Updating", "Deleting", "Failed")
+READY, NODES_READY = "Ready", "NodesReady"
 API_VERSION, KIND = "kosmos.io/v1alpha1", "VirtualCluster"
 
 
@@ -55,11 +55,26 @@ def progressed(run_id: str, playbook: str, started_at: str, progress: Progress) 
     return _patch(progress=progress_fields(run_id, playbook, started_at, progress))
 
 
-def succeeded(*, generation: int | None, endpoint: str | None, nodes: Sequence[str],
-              secret_name: str, secret_key: str, progress: dict[str, Any]) -> dict[str, Any]:
+def node_entries(reported: Sequence[Any]) -> list[dict[str, Any]]:
+    """The playbook's node report ({name, ip, ready}) as status.nodes entries; anything malformed is dropped."""
+    entries = []
+    for node in reported or ():
+        if isinstance(node, Mapping) and node.get("name"):
+            entry = {"name": str(node["name"]), "ready": node.get("ready") is True}
+            if node.get("ip"):
+                entry["ip"] = str(node["ip"])
+            entries.append(entry)
+    return entries
+
+
+def succeeded(*, generation: int | None, endpoint: str | None, nodes: Sequence[Mapping[str, Any]], wanted: int,
+              secret_name: str, secret_key: str, progress: dict[str, Any], phase: str = COMPLETED,
+              message: str | None = None) -> dict[str, Any]:
+    ready = sum(1 for node in nodes if node.get("ready"))
     return _patch(
-        phase=COMPLETED, reason=None, message=None, observedGeneration=generation,
-        endpoint=endpoint, nodes=list(nodes), nodeCount=len(nodes),
+        phase=phase, reason=None, message=message, observedGeneration=generation,
+        endpoint=endpoint, nodes=[dict(node) for node in nodes], nodeCount=len(nodes),
+        nodesReady=f"{ready}/{wanted}",
         kubeconfigSecretRef={"name": secret_name, "key": secret_key},
         # The finished run's count becomes the next run's estimate of tasksTotal.
         progress={**progress, "currentRole": None, "currentTask": None, "tasksTotal": progress["tasksDone"]},

@@ -41,31 +41,15 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.kosmos.kubenest.plugins.module_utils.selectors import SelectorError
+from ansible_collections.kosmos.kubenest.plugins.module_utils.selectors import selector_match as _match
 
 
 def selector_match(labels, selector):
-    labels = labels or {}
-    selector = selector or {}
-    if not isinstance(labels, dict) or not isinstance(selector, dict):
-        raise AnsibleFilterError("selector_match: labels and selector must be mappings")
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
-        if op == "In":
-            ok = key in labels and labels[key] in values
-        elif op == "NotIn":
-            ok = key not in labels or labels[key] not in values
-        elif op == "Exists":
-            ok = key in labels
-        elif op == "DoesNotExist":
-            ok = key not in labels
-        else:
-            raise AnsibleFilterError("selector_match: unknown operator %r" % (op,))
-        if not ok:
-            return False
-    return True
+    try:
+        return _match(labels, selector)
+    except SelectorError as exc:
+        raise AnsibleFilterError("selector_match: %s" % exc) from None
 
 
 class FilterModule:

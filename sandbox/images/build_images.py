@@ -47,6 +47,9 @@ class ImageSpec:
     name: str
     tag: str
     binary: Path
+    # Further files (source on this machine, path in the image) and symlinks (path, target) of the layer.
+    extras: tuple[tuple[Path, str], ...] = ()
+    links: tuple[tuple[str, str], ...] = ()
 
     @property
     def ref(self) -> str:
@@ -140,6 +143,18 @@ def write_layer(spec: ImageSpec, dest: Path) -> tuple[Blob, str]:
                 with spec.binary.open("rb") as binary:
                     info = tar_member(spec.entrypoint.lstrip("/"), mode=0o755, size=spec.binary.stat().st_size)
                     tar.addfile(info, binary)
+                fixed = {"etc", "tmp", "usr", "usr/local", "usr/local/bin"}
+                paths = [dest for _src, dest in spec.extras] + [name for name, _target in spec.links]
+                parents = sorted({str(parent) for path in paths for parent in Path(path).parents} - {"."} - fixed)
+                for directory in parents:
+                    tar.addfile(tar_member(directory + "/", kind=tarfile.DIRTYPE, mode=0o755))
+                for src, dest in sorted(spec.extras, key=lambda e: e[1]):
+                    with src.open("rb") as fh:
+                        tar.addfile(tar_member(dest, mode=src.stat().st_mode & 0o755, size=src.stat().st_size), fh)
+                for name, target in sorted(spec.links):
+                    link = tar_member(name, kind=tarfile.SYMTYPE, mode=0o777)
+                    link.linkname = target
+                    tar.addfile(link)
     return Blob(compressed.digest, compressed.size), plain.digest
 
 
@@ -150,7 +165,7 @@ def image_config(spec: ImageSpec, diff_id: str) -> dict:
         "os": "linux",
         "config": {
             "Entrypoint": [spec.entrypoint],
-            "Env": ["PATH=/usr/local/bin:/usr/bin:/bin"],
+            "Env": ["PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
             "WorkingDir": "/",
             "Labels": {"org.opencontainers.image.version": spec.tag},
         },
@@ -225,6 +240,8 @@ def ensure_image(spec: ImageSpec, out_dir: Path) -> dict:
     input_key = hashlib.sha256(canonical_json({
         "builder": sha256_file(Path(__file__)),
         "binary": sha256_file(spec.binary),
+        "extras": sorted([dest, sha256_file(src)] for src, dest in spec.extras),
+        "links": sorted(list(link) for link in spec.links),
         "ref": spec.ref,
     })).hexdigest()
     key_file = out_dir / f"{spec.name}.oci.tar.input-sha256"
@@ -240,6 +257,36 @@ def ensure_image(spec: ImageSpec, out_dir: Path) -> dict:
     entry_file.write_text(json.dumps(entry, indent=2, sort_keys=True) + "\n")
     key_file.write_text(input_key + "\n")
     return entry
+
+
+def shared_libraries(binaries: list[Path]) -> set[Path]:
+    """The shared objects `binaries` load, as ldd resolves them on this machine (the loader included)."""
+    found: set[Path] = set()
+    for binary in binaries:
+        out = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, check=True).stdout
+        for line in out.splitlines():
+            parts = line.split()
+            path = parts[2] if len(parts) >= 3 and parts[1] == "=>" else parts[0] if parts else ""
+            if path.startswith("/"):
+                found.add(Path(path))
+    return found
+
+
+def iptables_files() -> tuple[tuple[tuple[Path, str], ...], tuple[tuple[str, str], ...]]:
+    """iptables (nf_tables backend) from this machine's Debian package, for the kube-proxy image: kube-proxy
+    calls iptables-save/-restore. Nodes run the same Debian release and backend."""
+    multi = Path("/usr/sbin/xtables-nft-multi")
+    if not multi.is_file():
+        sys.exit("error: /usr/sbin/xtables-nft-multi not found: install the Debian package 'iptables'")
+    extensions = sorted(Path("/usr/lib/x86_64-linux-gnu/xtables").glob("*.so"))
+    files = [multi, *extensions]
+    libs = shared_libraries(files)
+    extras = [(multi, "usr/sbin/xtables-nft-multi")]
+    extras += [(ext, str(ext).lstrip("/")) for ext in extensions]
+    extras += [(lib.resolve(), str(lib).lstrip("/")) for lib in sorted(libs)]
+    links = [(f"usr/sbin/{tool}{suffix}", "xtables-nft-multi")
+             for tool in ("iptables", "ip6tables") for suffix in ("", "-save", "-restore")]
+    return tuple(extras), tuple(links)
 
 
 def default_bin_dir(cache: Path, versions: dict[str, str]) -> Path:
@@ -261,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
     specs = [ImageSpec(name, k8s_tag, args.bin_dir / name)
              for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")]
     specs.append(ImageSpec("etcd", versions["ETCD_VERSION"], args.bin_dir / "etcd"))
+    extras, links = iptables_files()
+    specs.append(ImageSpec("kube-proxy", k8s_tag, args.bin_dir / "kube-proxy", extras, links))
     missing = [str(s.binary) for s in specs if not s.binary.is_file()]
     if missing:
         sys.exit(f"error: missing binaries {missing}; run `make k8s` first")

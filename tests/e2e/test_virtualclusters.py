@@ -154,16 +154,19 @@ spec:
     assert "spec.promotePolicies[0].nodeCount" in proc.stderr
 
 
-def test_unsatisfiable_spec_gets_a_condition_that_says_why(operator):
+def test_unsatisfiable_spec_waits_with_a_condition_that_says_why(operator):
     _proc, api = operator
     create_vc(api, NS, "greedy", {"promotePolicies": [
         {"labelSelector": {"matchLabels": {"kubenest.example/pool": "gpu"}}, "nodeCount": 5}]})
 
-    def failed():
-        ready = condition(get_vc(api, NS, "greedy"), "Ready")
-        return ready if ready.get("reason") == "Unsatisfiable" else None
+    def waiting():
+        nodes = condition(get_vc(api, NS, "greedy"), "NodesReady")
+        return nodes if nodes.get("reason") == "WaitingForNodes" else None
 
-    ready = wait_for(failed, 300, "greedy to report Unsatisfiable")
-    assert ready["status"] == "False" and "wants 5 node(s)" in ready["message"]
-    assert labelled_objects(api, NS, "greedy")["StatefulSet"] == []
+    nodes = wait_for(waiting, 600, "greedy to report WaitingForNodes")
+    vc = get_vc(api, NS, "greedy")
+    assert nodes["status"] == "False" and "0 of 5 nodes available" in nodes["message"]
+    assert "promotePolicies[0] matches 0 free node(s), wants 5" in nodes["message"]
+    assert condition(vc, "Ready")["status"] == "False" and vc["status"]["phase"] == "Pending"
+    assert vc["status"]["nodesReady"] == "0/5"
     delete_vc(api, NS, "greedy")

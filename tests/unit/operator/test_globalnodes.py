@@ -53,10 +53,10 @@ def test_sync_follows_a_new_ip_and_does_nothing_when_equal():
     assert sync_patch(record(), node(addresses=())) is None  # a vanished address does not erase the known one
 
 
-def test_an_occupied_record_is_never_synced_but_reserved_and_free_are():
+def test_a_node_away_from_the_host_keeps_its_record_and_a_free_one_follows_its_node():
     changed = node(labels={"zone": "z"})
-    assert sync_patch(record(state="occupied"), changed) is None
-    assert sync_patch(record(state="reserved"), changed) is not None
+    for state in ("reserved", "occupied", "returning", "held"):
+        assert sync_patch(record(state=state), changed) is None
     assert sync_patch(record(state="free"), changed) is not None
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from kubenest_operator import status as st
 from kubenest_operator.progress import Progress
 
-OWNED = {"phase", "message", "reason", "observedGeneration", "endpoint", "nodes", "nodeCount",
+OWNED = {"phase", "message", "reason", "observedGeneration", "endpoint", "nodes", "nodeCount", "nodesReady",
          "kubeconfigSecretRef", "progress"}
 
 
@@ -30,13 +30,16 @@ def test_progress_patch_touches_only_progress():
 
 
 def test_success_records_the_result_and_makes_this_run_the_next_estimate():
-    patch = st.succeeded(generation=4, endpoint="https://192.0.2.1:31443", nodes=["n1", "n2"],
+    nodes = st.node_entries([{"name": "n1", "ip": "198.18.0.12", "ready": True}, {"name": "n2", "ready": False},
+                             "junk", {"ip": "no-name"}])
+    patch = st.succeeded(generation=4, endpoint="https://192.0.2.1:31443", nodes=nodes, wanted=2,
                          secret_name="vc1-admin-kubeconfig", secret_key="kubeconfig",
                          progress=progress(role="etcd", task="last", done=17, total=12))
     status = patch["status"]
     assert set(status) <= OWNED
     assert status["phase"] == "Completed" and status["reason"] is None and status["message"] is None
-    assert status["observedGeneration"] == 4 and status["nodeCount"] == 2 and status["nodes"] == ["n1", "n2"]
+    assert status["observedGeneration"] == 4 and status["nodeCount"] == 2 and status["nodesReady"] == "1/2"
+    assert status["nodes"] == [{"name": "n1", "ip": "198.18.0.12", "ready": True}, {"name": "n2", "ready": False}]
     assert status["kubeconfigSecretRef"] == {"name": "vc1-admin-kubeconfig", "key": "kubeconfig"}
     assert status["progress"]["tasksTotal"] == 17 and status["progress"]["currentTask"] is None
 

@@ -1,0 +1,51 @@
+# Copyright: (c) kosmos.kubenest contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""What a kubelet may ask for in a serving-certificate request."""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+
+try:
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+except ImportError:  # the modules report the missing library
+    HAS_CRYPTOGRAPHY = False
+else:
+    HAS_CRYPTOGRAPHY = True
+
+SERVER_USAGES = {"digital signature", "key encipherment", "server auth"}
+
+
+def check_serving_request(request, node, usages, allowed_ips, allowed_dns):
+    """Return why the PEM (base64, as in the API) request is not acceptable for `node`, or None."""
+    try:
+        pem = base64.b64decode(request) if isinstance(request, str) else request
+        req = x509.load_pem_x509_csr(pem)
+    except ValueError as exc:
+        return "unreadable request: %s" % exc
+    if not req.is_signature_valid:
+        return "the request's signature does not verify"
+    cns = [a.value for a in req.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
+    orgs = [a.value for a in req.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)]
+    if cns != ["system:node:%s" % node] or orgs != ["system:nodes"]:
+        return "subject CN=%s O=%s is not system:node:%s in system:nodes" % (cns, orgs, node)
+    extra = set(usages) - SERVER_USAGES
+    if extra or "server auth" not in usages:
+        return "usages %s are not those of a TLS server" % sorted(usages)
+    try:
+        sans = req.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return "no subject alternative names"
+    ips = {str(ip) for ip in sans.get_values_for_type(x509.IPAddress)}
+    allowed = {str(ipaddress.ip_address(ip)) for ip in allowed_ips}
+    if ips - allowed:
+        return "addresses %s are not the node's (%s)" % (sorted(ips - allowed), ", ".join(sorted(allowed)))
+    names = set(sans.get_values_for_type(x509.DNSName))
+    if names - set(allowed_dns):
+        return "DNS names %s are not the node's" % sorted(names - set(allowed_dns))
+    if sans.get_values_for_type(x509.RFC822Name) or sans.get_values_for_type(x509.UniformResourceIdentifier):
+        return "e-mail or URI names are not allowed"
+    return None

@@ -1,0 +1,246 @@
+# Copyright: (c) kosmos.kubenest contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The GlobalNode claim protocol: which virtual cluster holds which host node, and how that changes.
+
+    free --reserve--> reserved --promote--> occupied --return--> returning --release--> free
+      ^                   |                                          |
+      +------release------+------------------------------------------+   (held: kept out of the pool)
+
+Every write is a merge patch of the status subresource carrying the resourceVersion that was read, so two
+writers never both win (compare-and-swap). Reservations for one virtual cluster are all-or-nothing: a plan
+that cannot be met reserves nothing, and a partial reservation interrupted by a conflict is undone.
+
+Pure planning is separated from the API calls so it can be reasoned about (and tested) on its own.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+from ansible_collections.kosmos.kubenest.plugins.module_utils.selectors import selector_match
+
+GROUP, VERSION, PLURAL = "kosmos.io", "v1alpha1", "globalnodes"
+FREE, RESERVED, OCCUPIED, RETURNING, HELD = "free", "reserved", "occupied", "returning", "held"
+STATES = (FREE, RESERVED, OCCUPIED, RETURNING, HELD)
+OWNED = (RESERVED, OCCUPIED, RETURNING, HELD)
+CONDITION = "Claimed"
+# Which state a transition may start from, by target state.
+ALLOWED_FROM = {
+    RESERVED: (FREE, RESERVED),
+    OCCUPIED: (RESERVED, OCCUPIED),
+    RETURNING: (RESERVED, OCCUPIED, RETURNING),
+    HELD: (RESERVED, OCCUPIED, RETURNING, HELD),
+    FREE: (FREE, RESERVED, OCCUPIED, RETURNING, HELD),
+}
+
+
+class ClaimError(Exception):
+    """A transition that the protocol refuses (wrong owner, wrong state, unknown node)."""
+
+
+class Conflict(Exception):
+    """The GlobalNode changed between read and write."""
+
+
+def now():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def name_of(node):
+    return (node.get("metadata") or {}).get("name")
+
+
+def state_of(node):
+    return (node.get("status") or {}).get("state") or FREE
+
+
+def owner_of(node):
+    return (node.get("status") or {}).get("virtualCluster") or None
+
+
+def labels_of(node):
+    return (node.get("spec") or {}).get("labels") or {}
+
+
+def owned_by(node, owner):
+    return state_of(node) in OWNED and owner_of(node) == owner
+
+
+class Plan:
+    """Which nodes a virtual cluster should hold: `keep` it holds already, `add` to reserve, `surplus` to give
+    back. `wanted` and `available` count what the request asks and what it could get; `shortfall` says why it
+    cannot be met (empty when it can)."""
+
+    def __init__(self):
+        self.keep, self.add, self.surplus, self.shortfall = [], [], [], []
+        self.wanted = 0
+
+    @property
+    def satisfied(self):
+        return not self.shortfall
+
+    @property
+    def assigned(self):
+        return self.keep + self.add
+
+    @property
+    def available(self):
+        return self.wanted - sum(missing for missing, _text in self.shortfall)
+
+    def message(self):
+        if self.satisfied:
+            return "%d of %d nodes available" % (self.wanted, self.wanted)
+        reasons = "; ".join(text for _missing, text in self.shortfall)
+        return "%d of %d nodes available: %s" % (self.available, self.wanted, reasons)
+
+
+def plan_claim(globalnodes, owner, policies=None, names=None, exclude=(), blocked=()):
+    """Choose the nodes `owner` ("namespace/name") should hold.
+
+    policies: promotePolicies ([{labelSelector, nodeCount}], adding up, a node counting for one policy);
+    names: promoteResources.nodes. Nodes the owner holds are preferred (no churn), then free ones in name
+    order. `exclude` never gets chosen (e.g. the node running the operator); `blocked` free nodes are kept
+    for virtual clusters that asked earlier and are still waiting.
+    """
+    plan = Plan()
+    by_name = dict((name_of(n), n) for n in globalnodes)
+    mine = sorted(name_of(n) for n in globalnodes if owned_by(n, owner) and state_of(n) != HELD)
+    free = sorted(name_of(n) for n in globalnodes
+                  if state_of(n) == FREE and name_of(n) not in exclude and name_of(n) not in blocked)
+    taken = set()
+
+    def take(name):
+        taken.add(name)
+        (plan.keep if name in mine else plan.add).append(name)
+
+    if names:
+        plan.wanted = len(names)
+        for name in names:
+            node = by_name.get(name)
+            if node is None:
+                plan.shortfall.append((1, "%s is not a GlobalNode" % name))
+            elif name in mine:
+                take(name)
+            elif name in exclude:
+                plan.shortfall.append((1, "%s runs the operator and is never promoted" % name))
+            elif state_of(node) == FREE and name in blocked:
+                plan.shortfall.append((1, "%s is kept for a virtual cluster that asked earlier" % name))
+            elif state_of(node) == FREE:
+                take(name)
+            else:
+                plan.shortfall.append((1, "%s is %s by %s" % (name, state_of(node), owner_of(node) or "nobody")))
+    for index, policy in enumerate(policies or []):
+        count = int(policy.get("nodeCount") or 0)
+        selector = policy.get("labelSelector") or {}
+        plan.wanted += count
+        got = 0
+        for pool in (mine, free):
+            for name in pool:
+                if got == count:
+                    break
+                if name not in taken and selector_match(labels_of(by_name[name]), selector):
+                    take(name)
+                    got += 1
+        if got < count:
+            plan.shortfall.append((count - got, "promotePolicies[%d] matches %d free node(s), wants %d"
+                                   % (index, got, count)))
+    plan.surplus = [name for name in mine if name not in taken]
+    return plan
+
+
+def check_transition(node, owner, target):
+    """Raise ClaimError unless `owner` may move `node` to `target`; return False when nothing changes."""
+    state, holder = state_of(node), owner_of(node)
+    if target not in ALLOWED_FROM:
+        raise ClaimError("unknown state %r (expected one of %s)" % (target, ", ".join(STATES)))
+    if state == FREE and target == FREE:
+        return False
+    if state != FREE and holder != owner:
+        raise ClaimError("GlobalNode %s is %s by %s, not by %s" % (name_of(node), state, holder or "nobody", owner))
+    if state not in ALLOWED_FROM[target]:
+        raise ClaimError("GlobalNode %s is %s; it cannot become %s (allowed from: %s)"
+                         % (name_of(node), state, target, ", ".join(ALLOWED_FROM[target])))
+    return state != target
+
+
+def transition_patch(node, owner, target, reason, message, at=None):
+    """The status merge patch moving `node` to `target`, guarded by its resourceVersion."""
+    at = at or now()
+    status = {"state": target, "virtualCluster": None if target == FREE else owner, "stateSince": at}
+    claimed = "False" if target == FREE else "True"
+    previous = [c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == CONDITION]
+    moved = not previous or previous[0].get("status") != claimed or not previous[0].get("lastTransitionTime")
+    status["conditions"] = [{
+        "type": CONDITION, "status": claimed, "reason": reason, "message": message,
+        "lastTransitionTime": at if moved else previous[0]["lastTransitionTime"],
+    }]
+    return {"metadata": {"resourceVersion": node["metadata"]["resourceVersion"]}, "status": status}
+
+
+class GlobalNodes:
+    """GlobalNode reads and compare-and-swap status writes through a kubernetes ApiClient."""
+
+    def __init__(self, api_client, timeout=30):
+        from kubernetes import client as k8s
+
+        self.custom = k8s.CustomObjectsApi(api_client)
+        self.timeout = timeout
+
+    def list(self):
+        return self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL, _request_timeout=self.timeout)["items"]
+
+    def get(self, name):
+        return self.custom.get_cluster_custom_object(GROUP, VERSION, PLURAL, name, _request_timeout=self.timeout)
+
+    def write(self, patch, name):
+        from kubernetes.client.rest import ApiException
+
+        try:
+            return self.custom.patch_cluster_custom_object_status(
+                GROUP, VERSION, PLURAL, name, patch, _request_timeout=self.timeout,
+                _content_type="application/merge-patch+json")
+        except ApiException as exc:
+            if exc.status == 409:
+                raise Conflict(name) from None
+            raise
+
+    def transition(self, name, owner, target, reason, message, attempts=5, check_mode=False):
+        """Move one node; re-read and re-check on conflicts. Returns (changed, before, after)."""
+        for _attempt in range(attempts):
+            node = self.get(name)
+            if not check_transition(node, owner, target):
+                return False, node, node
+            patch = transition_patch(node, owner, target, reason, message)
+            if check_mode:
+                return True, node, _merged(node, patch)
+            try:
+                return True, node, self.write(patch, name)
+            except Conflict:
+                continue
+        raise ClaimError("GlobalNode %s kept changing while moving it to %s" % (name, target))
+
+    def reserve_all(self, names, owner, reason, message, check_mode=False):
+        """Reserve every one of `names` for `owner`, or none: on a refusal, undo what this call reserved."""
+        done = []
+        try:
+            for name in names:
+                changed, before, after = self.transition(name, owner, RESERVED, reason, message,
+                                                         check_mode=check_mode)
+                if changed:
+                    done.append((name, before, after))
+        except (ClaimError, Conflict):
+            if not check_mode:
+                for name, _before, _after in reversed(done):
+                    self.transition(name, owner, FREE, "ClaimAbandoned",
+                                    "released: the rest of the claim could not be had")
+            raise
+        return done
+
+
+def _merged(node, patch):
+    after = dict(node)
+    status = dict(node.get("status") or {})
+    status.update(patch["status"])
+    after["status"] = dict((k, v) for k, v in status.items() if v is not None)
+    return after

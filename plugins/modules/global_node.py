@@ -1,0 +1,266 @@
+#!/usr/bin/python
+# Copyright: (c) kosmos.kubenest contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: global_node
+short_description: Claim, hand over and release host nodes (GlobalNodes) for a virtual cluster
+version_added: 1.1.0
+description:
+  - Moves GlobalNodes through the claim protocol C(free -> reserved -> occupied -> returning -> free) on behalf
+    of one virtual cluster. Every write is a compare-and-swap on the GlobalNode's resourceVersion, so two
+    virtual clusters never hold the same node, whoever runs this module (the operator, a playbook, AWX).
+  - With O(state=reserved) and O(policies) or O(select_nodes), chooses the nodes the virtual cluster should hold
+    (the ones it holds already first, then free ones) and reserves them all or none. When the request cannot be
+    met, nothing is reserved, the module does not fail, and RV(satisfied) is false with RV(message) saying why.
+  - With O(names), moves exactly those nodes to O(state); a node held by another virtual cluster, or in a state
+    the transition does not start from, fails the task and changes nothing.
+author:
+  - kosmos.kubenest maintainers (@kosmos-kubenest)
+options:
+  kubeconfig:
+    description:
+      - Host cluster kubeconfig. Default C($K8S_AUTH_KUBECONFIG), C($KUBECONFIG), in-cluster, C(~/.kube/config).
+    type: path
+  context:
+    description: Context of O(kubeconfig) to use.
+    type: str
+  virtual_cluster:
+    description: The claiming virtual cluster as C(namespace/name).
+    type: str
+    required: true
+  state:
+    description: The state to move nodes to.
+    type: str
+    choices: [reserved, occupied, returning, held, free]
+    required: true
+  names:
+    description: Nodes to move. Exclusive with O(policies) and O(select_nodes).
+    type: list
+    elements: str
+  policies:
+    description:
+      - C(promotePolicies) of the VirtualCluster (C(labelSelector), C(nodeCount)); only with O(state=reserved).
+    type: list
+    elements: dict
+  select_nodes:
+    description: C(promoteResources.nodes) of the VirtualCluster; only with O(state=reserved).
+    type: list
+    elements: str
+  exclude:
+    description: Nodes never to reserve, such as the node that runs the operator.
+    type: list
+    elements: str
+    default: []
+  blocked:
+    description: Free nodes kept for virtual clusters that asked earlier and still wait; never reserved here.
+    type: list
+    elements: str
+    default: []
+  reason:
+    description: Reason of the GlobalNode's C(Claimed) condition.
+    type: str
+    default: Updated
+  note:
+    description: Message of the GlobalNode's C(Claimed) condition.
+    type: str
+    default: ""
+attributes:
+  check_mode:
+    support: full
+    description: Plans and reports the transitions without writing them.
+  diff_mode:
+    support: full
+    description: Shows each moved node's state and holder before and after.
+requirements:
+  - kubernetes >= 24.2.0
+notes:
+  - A reservation left behind by an interrupted run is kept by its virtual cluster (the next run of the same
+    virtual cluster resumes with it) and is released by the operator once that virtual cluster is gone.
+"""
+
+EXAMPLES = r"""
+- name: Reserve the nodes a VirtualCluster asks for, all or none
+  kosmos.kubenest.global_node:
+    virtual_cluster: tenant-a/vc1
+    state: reserved
+    policies:
+      - labelSelector: {matchLabels: {kubernetes.io/hostname: kn-w1}}
+        nodeCount: 1
+  register: claim
+
+- name: Mark a promoted node occupied
+  kosmos.kubenest.global_node:
+    virtual_cluster: tenant-a/vc1
+    state: occupied
+    names: [kn-w1]
+    reason: Promoted
+    note: joined the virtual cluster
+
+- name: Give a node back to the pool
+  kosmos.kubenest.global_node:
+    virtual_cluster: tenant-a/vc1
+    state: free
+    names: [kn-w1]
+    reason: Returned
+"""
+
+RETURN = r"""
+satisfied:
+  description: Whether the request can be met (always true with O(names)).
+  returned: always
+  type: bool
+assigned:
+  description: Nodes the virtual cluster holds for its request after this call (reserved or occupied).
+  returned: when O(state=reserved) with O(policies) or O(select_nodes)
+  type: list
+  elements: str
+added:
+  description: Nodes this call reserved (or would reserve, in check mode).
+  returned: when O(state=reserved) with O(policies) or O(select_nodes)
+  type: list
+  elements: str
+surplus:
+  description: Nodes the virtual cluster holds that its request no longer asks for.
+  returned: when O(state=reserved) with O(policies) or O(select_nodes)
+  type: list
+  elements: str
+wanted:
+  description: How many nodes the request asks for.
+  returned: when O(state=reserved) with O(policies) or O(select_nodes)
+  type: int
+available:
+  description: How many of them it can have now.
+  returned: when O(state=reserved) with O(policies) or O(select_nodes)
+  type: int
+message:
+  description: C("N of M nodes available"), with the reasons when the request cannot be met.
+  returned: always
+  type: str
+moved:
+  description: Nodes whose state changed (or would change).
+  returned: always
+  type: list
+  elements: str
+nodes:
+  description: IP and labels of every node in RV(assigned) or O(names), by name.
+  returned: always
+  type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.kosmos.kubenest.plugins.module_utils import globalnodes as gn
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_client import (
+    HAS_KUBERNETES,
+    KUBECONFIG_ARGS,
+    KUBERNETES_IMPORT_ERROR,
+    ApiException,
+    KubeClientError,
+    api_client,
+    describe,
+)
+from ansible_collections.kosmos.kubenest.plugins.module_utils.selectors import SelectorError
+
+CLAIM_ATTEMPTS = 3
+
+
+def _summary(node):
+    return {"state": gn.state_of(node), "virtualCluster": gn.owner_of(node)}
+
+
+def _facts(node):
+    spec = node.get("spec") or {}
+    return {"nodeIP": spec.get("nodeIP"), "labels": spec.get("labels") or {}, "state": gn.state_of(node),
+            "virtualCluster": gn.owner_of(node)}
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            KUBECONFIG_ARGS,
+            virtual_cluster=dict(type="str", required=True),
+            state=dict(type="str", required=True, choices=["reserved", "occupied", "returning", "held", "free"]),
+            names=dict(type="list", elements="str"),
+            policies=dict(type="list", elements="dict"),
+            select_nodes=dict(type="list", elements="str"),
+            exclude=dict(type="list", elements="str", default=[]),
+            blocked=dict(type="list", elements="str", default=[]),
+            reason=dict(type="str", default="Updated"),
+            note=dict(type="str", default=""),
+        ),
+        mutually_exclusive=[("names", "policies"), ("names", "select_nodes")],
+        supports_check_mode=True,
+    )
+    if not HAS_KUBERNETES:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
+    p = module.params
+    owner = p["virtual_cluster"]
+    if owner.count("/") != 1 or not all(owner.split("/")):
+        module.fail_json(msg="virtual_cluster: %r must be namespace/name" % owner)
+    selecting = p["policies"] is not None or p["select_nodes"] is not None
+    if selecting and p["state"] != gn.RESERVED:
+        module.fail_json(msg="policies and select_nodes choose nodes to reserve: use them with state=reserved")
+    if not selecting and p["names"] is None:
+        module.fail_json(msg="give names, or policies/select_nodes with state=reserved")
+
+    try:
+        nodes = gn.GlobalNodes(api_client(p["kubeconfig"], p["context"]))
+        result = dict(changed=False, satisfied=True, moved=[], nodes={})
+        diff = {"before": {}, "after": {}}
+        if selecting:
+            # Another virtual cluster may win a node between our read and our write: plan again from a fresh list.
+            for attempt in range(CLAIM_ATTEMPTS):
+                listed = nodes.list()
+                plan = gn.plan_claim(listed, owner, policies=p["policies"], names=p["select_nodes"],
+                                     exclude=set(p["exclude"]), blocked=set(p["blocked"]))
+                if not plan.satisfied:
+                    break
+                try:
+                    done = nodes.reserve_all(plan.add, owner, p["reason"], p["note"] or plan.message(),
+                                             check_mode=module.check_mode)
+                    break
+                except (gn.ClaimError, gn.Conflict):
+                    if attempt == CLAIM_ATTEMPTS - 1:
+                        raise
+            result.update(satisfied=plan.satisfied, message=plan.message(), wanted=plan.wanted,
+                          available=plan.available, added=[], assigned=[], surplus=plan.surplus)
+            if plan.satisfied:
+                for name, before, after in done:
+                    result["moved"].append(name)
+                    diff["before"][name], diff["after"][name] = _summary(before), _summary(after)
+                result.update(added=plan.add, assigned=plan.assigned)
+            by_name = dict((gn.name_of(n), n) for n in listed)
+            result["nodes"] = dict((name, _facts(by_name[name])) for name in plan.assigned + plan.surplus)
+        else:
+            for name in p["names"]:
+                changed, before, after = nodes.transition(name, owner, p["state"], p["reason"], p["note"],
+                                                          check_mode=module.check_mode)
+                if changed:
+                    result["moved"].append(name)
+                    diff["before"][name], diff["after"][name] = _summary(before), _summary(after)
+                result["nodes"][name] = _facts(after)
+            result["message"] = "%d node(s) %s" % (len(p["names"]), p["state"])
+    except gn.ClaimError as exc:
+        module.fail_json(msg=str(exc))
+    except gn.Conflict as exc:
+        module.fail_json(msg="GlobalNode %s changed while claiming; nothing is held, run again" % exc)
+    except SelectorError as exc:
+        module.fail_json(msg="policies: %s" % exc)
+    except KubeClientError as exc:
+        module.fail_json(msg=str(exc))
+    except ApiException as exc:
+        if exc.status == 404:
+            module.fail_json(msg="GlobalNode not found (%s): is the kosmos.io CRD installed and the node known?"
+                             % describe(exc))
+        module.fail_json(msg="GlobalNode API call failed: %s" % describe(exc))
+    result["changed"] = bool(result["moved"])
+    if module._diff:
+        result["diff"] = diff
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

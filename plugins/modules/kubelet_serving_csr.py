@@ -1,0 +1,164 @@
+#!/usr/bin/python
+# Copyright: (c) kosmos.kubenest contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: kubelet_serving_csr
+short_description: Approve a kubelet's serving-certificate request after checking what it asks for
+version_added: 1.1.0
+description:
+  - No built-in controller approves C(kubernetes.io/kubelet-serving) CertificateSigningRequests. This module
+    approves the pending ones of one node, and only those asking for what that node may have, namely requested by
+    C(system:node:<node>), subject C(CN=system:node:<node>, O=system:nodes), DNS names within O(dns_names),
+    IP addresses within O(ip_addresses), usages for a TLS server. Anything else is left pending and reported in
+    RV(refused); the task fails when the node has no acceptable request (see O(require)).
+author:
+  - kosmos.kubenest maintainers (@kosmos-kubenest)
+options:
+  kubeconfig:
+    description: Kubeconfig of the cluster the node joined (an identity that may approve CSRs).
+    type: path
+  context:
+    description: Context of O(kubeconfig) to use.
+    type: str
+  node:
+    description: Node name.
+    type: str
+    required: true
+  ip_addresses:
+    description: Addresses the node's serving certificate may name.
+    type: list
+    elements: str
+    default: []
+  dns_names:
+    description: DNS names the certificate may name; the node name is always allowed.
+    type: list
+    elements: str
+    default: []
+  require:
+    description: Fail when no request of the node is approved or already issued.
+    type: bool
+    default: true
+attributes:
+  check_mode:
+    support: full
+    description: Reports which requests would be approved.
+  diff_mode:
+    support: none
+    description: Nothing to show as a diff.
+requirements:
+  - kubernetes >= 24.2.0
+  - cryptography >= 3.3
+"""
+
+EXAMPLES = r"""
+- name: Approve kn-w1's serving certificate
+  kosmos.kubenest.kubelet_serving_csr:
+    kubeconfig: tenant-admin.conf
+    node: kn-w1
+    ip_addresses: [198.18.0.12]
+  register: csr
+  until: csr is succeeded
+  retries: 20
+  delay: 1
+"""
+
+RETURN = r"""
+approved:
+  description: Requests this call approved.
+  returned: always
+  type: list
+  elements: str
+issued:
+  description: Requests of the node approved earlier.
+  returned: always
+  type: list
+  elements: str
+refused:
+  description: Requests left pending, with the reason.
+  returned: always
+  type: list
+  elements: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.kosmos.kubenest.plugins.module_utils.csr import HAS_CRYPTOGRAPHY, check_serving_request
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_client import (
+    HAS_KUBERNETES,
+    KUBECONFIG_ARGS,
+    KUBERNETES_IMPORT_ERROR,
+    ApiException,
+    KubeClientError,
+    api_client,
+    describe,
+)
+
+SIGNER = "kubernetes.io/kubelet-serving"
+REASON = "KubenestNodeVerified"
+
+
+def _conditions(csr):
+    return [c.type for c in ((csr.status and csr.status.conditions) or [])]
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            KUBECONFIG_ARGS,
+            node=dict(type="str", required=True),
+            ip_addresses=dict(type="list", elements="str", default=[]),
+            dns_names=dict(type="list", elements="str", default=[]),
+            require=dict(type="bool", default=True),
+        ),
+        supports_check_mode=True,
+    )
+    if not HAS_KUBERNETES:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
+    if not HAS_CRYPTOGRAPHY:
+        module.fail_json(msg=missing_required_lib("cryptography"))
+    p = module.params
+    node = p["node"]
+    result = dict(changed=False, approved=[], issued=[], refused=[])
+    try:
+        from kubernetes import client as k8s
+
+        api = k8s.CertificatesV1Api(api_client(p["kubeconfig"], p["context"]))
+        for csr in api.list_certificate_signing_request(_request_timeout=30).items:
+            spec = csr.spec
+            if spec.signer_name != SIGNER or spec.username != "system:node:%s" % node:
+                continue
+            states = _conditions(csr)
+            if "Denied" in states or "Failed" in states:
+                continue
+            if "Approved" in states:
+                result["issued"].append(csr.metadata.name)
+                continue
+            problem = check_serving_request(spec.request, node, spec.usages or [],
+                                            set(p["ip_addresses"]), set(p["dns_names"]) | {node})
+            if problem:
+                result["refused"].append({"name": csr.metadata.name, "reason": problem})
+                continue
+            if not module.check_mode:
+                csr.status = csr.status or k8s.V1CertificateSigningRequestStatus()
+                csr.status.conditions = (csr.status.conditions or []) + [k8s.V1CertificateSigningRequestCondition(
+                    type="Approved", status="True", reason=REASON,
+                    message="kosmos.kubenest checked the node name and addresses")]
+                api.replace_certificate_signing_request_approval(csr.metadata.name, csr, _request_timeout=30)
+            result["approved"].append(csr.metadata.name)
+    except KubeClientError as exc:
+        module.fail_json(msg=str(exc), **result)
+    except ApiException as exc:
+        module.fail_json(msg="CertificateSigningRequest API call failed: %s" % describe(exc), **result)
+    result["changed"] = bool(result["approved"])
+    if p["require"] and not (result["approved"] or result["issued"]):
+        why = "; ".join("%s: %s" % (r["name"], r["reason"]) for r in result["refused"])
+        suffix = (": " + why) if why else ""
+        module.fail_json(msg="no acceptable kubelet-serving request from %s yet%s" % (node, suffix), **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,243 @@
+#!/usr/bin/python
+# Copyright: (c) kosmos.kubenest contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: node_reset
+short_description: Remove every workload, pod network and credential of a cluster from a node
+version_added: 1.1.0
+description:
+  - Run on a node whose kubelet is stopped, before it joins another cluster. In order, it kills and deletes
+    every container (pods and their sandboxes) in the containerd namespace O(containerd_namespace), deletes the
+    pods' network namespaces and the pod bridge O(bridge), removes the iptables chains kube-proxy made
+    (C(kube-proxy --cleanup)) and the CNI plugins' chains, unmounts what the kubelet mounted, and deletes
+    O(paths).
+  - Images stay, so the node does not fetch them again. Idempotent; a clean node reports no change.
+author:
+  - kosmos.kubenest maintainers (@kosmos-kubenest)
+options:
+  paths:
+    description:
+      - Files and directories to delete (credentials, kubelet and CNI state, configuration). A path ending in
+        C(/*) deletes what the directory holds and keeps the directory (containerd watches C(/etc/cni/net.d)
+        only if it existed when containerd started).
+    type: list
+    elements: path
+    default: []
+  containerd_namespace:
+    description: containerd namespace of the kubelet's containers.
+    type: str
+    default: k8s.io
+  bridge:
+    description: Pod bridge interface to delete.
+    type: str
+    default: cni0
+  kube_proxy:
+    description: kube-proxy binary used for C(--cleanup); skipped when missing.
+    type: path
+    default: /usr/local/bin/kube-proxy
+  mount_roots:
+    description: Directories under which every mount is undone before O(paths) are deleted.
+    type: list
+    elements: path
+    default: [/var/lib/kubelet, /run/containerd/io.containerd.grpc.v1.cri]
+attributes:
+  check_mode:
+    support: full
+    description: Lists what would be removed without removing it.
+  diff_mode:
+    support: none
+    description: Nothing to show as a diff.
+"""
+
+EXAMPLES = r"""
+- name: Forget the host cluster
+  kosmos.kubenest.node_reset:
+    paths:
+      - /etc/kubernetes
+      - /var/lib/kubelet
+      - /var/lib/cni
+      - /etc/cni/net.d/10-kubenest.conflist
+"""
+
+RETURN = r"""
+containers:
+  description: Containers deleted.
+  returned: always
+  type: list
+  elements: str
+netns:
+  description: Pod network namespaces deleted.
+  returned: always
+  type: list
+  elements: str
+unmounted:
+  description: Mount points undone.
+  returned: always
+  type: list
+  elements: str
+removed:
+  description: Paths deleted.
+  returned: always
+  type: list
+  elements: str
+chains:
+  description: iptables chains removed (table/chain), besides those C(kube-proxy --cleanup) removed.
+  returned: always
+  type: list
+  elements: str
+"""
+
+import os
+import shutil
+
+from ansible.module_utils.basic import AnsibleModule
+
+NETNS_DIR = "/var/run/netns"
+PROTECTED = ("/", "/etc", "/var", "/var/lib", "/usr", "/run", "/root", "/home")
+# Chains the CNI plugins (portmap, bridge ipMasq) add; kube-proxy's own go through `kube-proxy --cleanup`.
+CNI_CHAIN_PREFIXES = ("CNI-",)
+
+
+class Reset:
+    def __init__(self, module):
+        self.module = module
+        self.check = module.check_mode
+        self.result = dict(containers=[], netns=[], unmounted=[], removed=[], chains=[], kube_proxy_cleanup=False)
+
+    def run(self, argv, check_rc=True):
+        rc, out, err = self.module.run_command(argv)
+        if rc != 0 and check_rc:
+            self.module.fail_json(msg="%s failed (rc %d): %s" % (" ".join(argv), rc, err.strip() or out.strip()),
+                                  **self.result)
+        return rc, out
+
+    def containers(self, namespace):
+        ctr = self.module.get_bin_path("ctr")
+        if ctr is None or not os.path.exists("/run/containerd/containerd.sock"):
+            return
+        _rc, out = self.run([ctr, "-n", namespace, "containers", "ls", "-q"])
+        ids = out.split()
+        self.result["containers"] = ids
+        if self.check:
+            return
+        for cid in ids:
+            # A task may be gone already; what matters is that the container is deleted at the end.
+            self.run([ctr, "-n", namespace, "tasks", "kill", "-a", "-s", "SIGKILL", cid], check_rc=False)
+            self.run([ctr, "-n", namespace, "tasks", "delete", "-f", cid], check_rc=False)
+            self.run([ctr, "-n", namespace, "containers", "delete", cid])
+
+    def network(self, bridge):
+        ip = self.module.get_bin_path("ip", required=True)
+        if os.path.isdir(NETNS_DIR):
+            names = sorted(n for n in os.listdir(NETNS_DIR) if n.startswith("cni-"))
+            self.result["netns"] = names
+            if not self.check:
+                for name in names:
+                    self.run([ip, "netns", "delete", name], check_rc=False)
+                    path = os.path.join(NETNS_DIR, name)
+                    if os.path.exists(path):  # a namespace file left without its mount
+                        os.unlink(path)
+        if os.path.exists("/sys/class/net/%s" % bridge):
+            self.result["removed"].append("link:%s" % bridge)
+            if not self.check:
+                self.run([ip, "link", "delete", bridge])
+
+    def iptables(self, kube_proxy):
+        if os.path.exists(kube_proxy):
+            rc, out = self.run(["iptables-save"], check_rc=False) if self.module.get_bin_path("iptables-save") \
+                else (1, "")
+            if rc == 0 and ":KUBE-" in out:
+                self.result["kube_proxy_cleanup"] = True
+                if not self.check:
+                    # Exit code is 1 when some mode (ipvs, nftables) has nothing to clean: not an error.
+                    self.run([kube_proxy, "--cleanup"], check_rc=False)
+        save = self.module.get_bin_path("iptables-save")
+        iptables = self.module.get_bin_path("iptables")
+        if save is None or iptables is None:
+            return
+        for table in ("nat", "filter", "mangle"):
+            _rc, out = self.run([save, "-t", table], check_rc=False)
+            chains = [line[1:].split()[0] for line in out.splitlines()
+                      if line.startswith(":") and line[1:].startswith(CNI_CHAIN_PREFIXES)]
+            rules = [line for line in out.splitlines()
+                     if line.startswith("-A ") and any("-j " + c in line or line.split()[1] == c for c in chains)]
+            self.result["chains"].extend("%s/%s" % (table, c) for c in chains)
+            if self.check or not chains:
+                continue
+            for rule in rules:  # jumps into the chains first, then the chains themselves
+                if rule.split()[1] not in chains:
+                    self.run([iptables, "-t", table, "-D"] + rule.split()[1:], check_rc=False)
+            for chain in chains:
+                self.run([iptables, "-t", table, "-F", chain], check_rc=False)
+            for chain in chains:
+                self.run([iptables, "-t", table, "-X", chain], check_rc=False)
+
+    def mounts(self, roots):
+        roots = [r.rstrip("/") for r in roots]
+        with open("/proc/self/mountinfo") as fh:
+            points = [line.split()[4] for line in fh]
+        points = [p.replace("\\040", " ") for p in points]
+        under = sorted({p for p in points for r in roots if p == r or p.startswith(r + "/")},
+                       key=lambda p: p.count("/"), reverse=True)
+        self.result["unmounted"] = under
+        if self.check:
+            return
+        umount = self.module.get_bin_path("umount", required=True)
+        for point in under:
+            self.run([umount, "--lazy", point], check_rc=False)
+
+    def paths(self, paths):
+        expanded = []
+        for path in paths:
+            if path.endswith("/*"):
+                parent = path[:-2]
+                if os.path.isdir(parent):
+                    expanded.extend(os.path.join(parent, n) for n in sorted(os.listdir(parent)))
+            else:
+                expanded.append(path)
+        for path in expanded:
+            if not (os.path.lexists(path)):
+                continue
+            self.result["removed"].append(path)
+            if self.check:
+                continue
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            paths=dict(type="list", elements="path", default=[]),
+            containerd_namespace=dict(type="str", default="k8s.io"),
+            bridge=dict(type="str", default="cni0"),
+            kube_proxy=dict(type="path", default="/usr/local/bin/kube-proxy"),
+            mount_roots=dict(type="list", elements="path",
+                             default=["/var/lib/kubelet", "/run/containerd/io.containerd.grpc.v1.cri"]),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    for path in p["paths"]:
+        if os.path.normpath(path[:-2] if path.endswith("/*") else path) in PROTECTED:
+            module.fail_json(msg="paths: refusing to delete %s" % path)
+    reset = Reset(module)
+    reset.containers(p["containerd_namespace"])
+    reset.network(p["bridge"])
+    reset.iptables(p["kube_proxy"])
+    reset.mounts(p["mount_roots"])
+    reset.paths(p["paths"])
+    r = reset.result
+    changed = bool(r["containers"] or r["netns"] or r["unmounted"] or r["removed"] or r["chains"]
+                   or r["kube_proxy_cleanup"])
+    module.exit_json(changed=changed, **r)
+
+
+if __name__ == "__main__":
+    main()

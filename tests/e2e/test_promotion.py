@@ -1,0 +1,191 @@
+"""Node promotion and return end to end: host workers join virtual clusters and come back, driven by the operator."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+from cryptography import x509
+from kubernetes import client as k8s
+from kubernetes.client.rest import ApiException
+
+from kubenest_agent.client import connect_direct
+from sandbox.operator import write_site_vars
+from tests.e2e.conftest import run_python
+from tests.support.virtualclusters import (
+    REPO_ROOT,
+    OperatorProcess,
+    condition,
+    create_vc,
+    delete_vc,
+    ensure_namespace,
+    get_vc,
+    install_crds,
+    tenant_client,
+    wait_for,
+    wait_ready,
+)
+
+NS = "kubenest-e2e-promote"
+# Files that hold a cluster's credentials on a node.
+CREDENTIAL_FILES = ("/etc/kubernetes/kubelet.conf", "/etc/kubernetes/kube-proxy.conf",
+                    "/etc/kubernetes/bootstrap-kubelet.conf", "/var/lib/kubelet/pki/kubelet-client-current.pem")
+
+
+@pytest.fixture(scope="module")
+def promoting(host_cluster, tmp_path_factory):
+    sb, api = host_cluster
+    kubeconfig = sb.state_dir / "kubeconfig"
+    install_crds(kubeconfig)
+    sandbox_operator = subprocess.run([sys.executable, "-m", "sandbox.operator", "status"], cwd=REPO_ROOT,
+                                      capture_output=True, check=False).returncode == 0
+    if sandbox_operator:
+        run_python("-m", "sandbox.operator", "stop")
+    ensure_namespace(api, NS)
+    site_vars = write_site_vars(sb.state_dir)
+    proc = OperatorProcess(kubeconfig, tmp_path_factory.mktemp("operator"), "--site-vars", str(site_vars),
+                           "--node-wait-interval", "5").start()
+    yield sb, api
+    leftovers = k8s.CustomObjectsApi(api).list_namespaced_custom_object("kosmos.io", "v1alpha1", NS, "virtualclusters")
+    for vc in leftovers["items"]:
+        delete_vc(api, NS, vc["metadata"]["name"], timeout=600)
+    proc.stop()
+    if sandbox_operator:
+        run_python("-m", "sandbox.operator", "start")
+
+
+def _globalnode(api, name: str) -> dict:
+    return k8s.CustomObjectsApi(api).get_cluster_custom_object("kosmos.io", "v1alpha1", "globalnodes", name)
+
+
+def _host_node_ready(api, name: str) -> bool:
+    try:
+        node = k8s.CoreV1Api(api).read_node(name)
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
+
+
+def _on_node(sb, name: str, command: str) -> str:
+    node = next(n for n in sb.nodes if n.name == name)
+    pki = sb.state_dir / "pki"
+    with connect_direct(node.ip, 7443, ca_file=str(pki / "ca.crt"), cert_file=str(pki / "client.crt"),
+                        key_file=str(pki / "client.key"), server_name=node.ip) as agent:
+        result = agent.exec(shell=command, timeout=60)
+    return result.stdout.decode()
+
+
+def _issuer_of_kubelet_cert(sb, name: str) -> str:
+    pem = _on_node(sb, name, "cat /var/lib/kubelet/pki/kubelet-client-current.pem")
+    cert = x509.load_pem_x509_certificate(pem.encode())
+    return cert.issuer.rfc4514_string()
+
+
+def _get(url: str) -> str:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as resp:
+                return resp.read().decode()
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(2)
+
+
+def _echo(tenant, name: str, node: str) -> int:
+    """An echo Deployment pinned to `node` behind a NodePort Service; returns the node port."""
+    apps, core = k8s.AppsV1Api(tenant), k8s.CoreV1Api(tenant)
+    labels = {"app": name}
+    apps.create_namespaced_deployment("default", {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+        "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "containers": [{"name": "echo", "image": "kubenest.local/echo:1.0",
+                            "ports": [{"containerPort": 8080}]}]}}}})
+    svc = core.create_namespaced_service("default", {
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+        "spec": {"type": "NodePort", "selector": labels, "ports": [{"port": 80, "targetPort": 8080}]}})
+    wait_for(lambda: (apps.read_namespaced_deployment(name, "default").status.available_replicas or 0) >= 1, 180,
+             f"tenant Deployment {name} available")
+    return svc.spec.ports[0].node_port
+
+
+def test_seed_cr_promotes_a_worker_that_serves_the_tenant(promoting):
+    sb, api = promoting
+    cp = next(n for n in sb.nodes if n.role == "control_plane")
+    started = time.monotonic()
+    create_vc(api, NS, "seed", {"externalIP": cp.ip, "promotePolicies": [
+        {"labelSelector": {"matchLabels": {"kubernetes.io/hostname": "kn-w1"}}, "nodeCount": 1}]})
+    vc = wait_ready(api, NS, "seed", timeout=900)
+    print(f"\nseed Ready with its node in {time.monotonic() - started:.0f}s")
+    status = vc["status"]
+    assert status["phase"] == "Completed" and status["nodesReady"] == "1/1"
+    assert status["nodes"] == [{"name": "kn-w1", "ip": "198.18.0.12", "ready": True}]
+    assert condition(vc, "NodesReady")["status"] == "True"
+
+    tenant, _cfg = tenant_client(vc)
+    nodes = k8s.CoreV1Api(tenant).list_node().items
+    assert [n.metadata.name for n in nodes] == ["kn-w1"]
+    assert nodes[0].metadata.labels["kosmos.io/globalnode"] == "kn-w1"
+    assert not _host_node_ready(api, "kn-w1") and "kn-w1" not in {
+        n.metadata.name for n in k8s.CoreV1Api(api).list_node().items}
+    gn = _globalnode(api, "kn-w1")
+    assert gn["status"]["state"] == "occupied" and gn["status"]["virtualCluster"] == f"{NS}/seed"
+
+    port = _echo(tenant, "web", "kn-w1")
+    assert "host=web-" in _get(f"http://198.18.0.12:{port}/")  # NodePort from the host machine
+    cluster_ip = k8s.CoreV1Api(tenant).read_namespaced_service("web", "default").spec.cluster_ip
+    assert "host=web-" in _get(f"http://198.18.0.12:{port}/fetch?url=http://{cluster_ip}/")  # from a tenant pod
+
+    # No host credential on the promoted node: its kubelet's certificate comes from the tenant's CA.
+    present = _on_node(sb, "kn-w1", "ls " + " ".join(CREDENTIAL_FILES) + " 2>/dev/null")
+    assert "/etc/kubernetes/kube-proxy.conf" not in present
+    assert f"kubenest-vc-ca-{NS}-seed" in _issuer_of_kubelet_cert(sb, "kn-w1")
+
+
+def test_delete_returns_the_node_clean(promoting):
+    sb, api = promoting
+    vc = get_vc(api, NS, "seed") or wait_ready(api, NS, "seed", timeout=900)
+    tenant, _cfg = tenant_client(vc)
+    cluster_ip = k8s.CoreV1Api(tenant).read_namespaced_service("web", "default").spec.cluster_ip
+    seconds = delete_vc(api, NS, "seed", timeout=600)
+    print(f"\nseed deleted, node returned, in {seconds:.0f}s")
+    assert _host_node_ready(api, "kn-w1")
+    gn = _globalnode(api, "kn-w1")
+    assert gn["status"]["state"] == "free" and not gn["status"].get("virtualCluster")
+    assert "kubenest-vc-ca" not in _issuer_of_kubelet_cert(sb, "kn-w1")
+    leftovers = _on_node(sb, "kn-w1", "ls /etc/cni/net.d; iptables-save | grep -c -- '" + cluster_ip + "' || true;"
+                         " ctr -n k8s.io containers ls -q | wc -l")
+    assert "10-kubenest-tenant.conflist" not in leftovers
+    assert leftovers.split()[-2] == "0", f"tenant service rules left: {leftovers}"
+
+
+def test_two_virtual_clusters_race_for_one_node(promoting):
+    _sb, api = promoting
+    selector = {"matchLabels": {"kubernetes.io/hostname": "kn-w2"}}
+    for name in ("left", "right"):
+        create_vc(api, NS, name, {"promotePolicies": [{"labelSelector": selector, "nodeCount": 1}]})
+
+    def settled():
+        vcs = {name: get_vc(api, NS, name) for name in ("left", "right")}
+        ready = [n for n, vc in vcs.items() if condition(vc, "Ready").get("status") == "True"]
+        waiting = [n for n, vc in vcs.items() if condition(vc, "NodesReady").get("reason") == "WaitingForNodes"]
+        return (ready, waiting, vcs) if len(ready) == 1 and len(waiting) == 1 else None
+
+    ready, waiting, vcs = wait_for(settled, 900, "one of two racing virtual clusters to win kn-w2")
+    loser = vcs[waiting[0]]
+    assert loser["status"]["phase"] == "Pending" and condition(loser, "Ready")["status"] == "False"
+    assert "0 of 1 nodes available" in condition(loser, "NodesReady")["message"]
+    assert _globalnode(api, "kn-w2")["status"]["virtualCluster"] == f"{NS}/{ready[0]}"
+
+    delete_vc(api, NS, ready[0], timeout=600)
+    vc = wait_ready(api, NS, waiting[0], timeout=600)  # picks the node up once it is free
+    assert vc["status"]["nodes"][0]["name"] == "kn-w2"
+    delete_vc(api, NS, waiting[0], timeout=600)
+    assert _globalnode(api, "kn-w2")["status"]["state"] == "free" and _host_node_ready(api, "kn-w2")

@@ -1,0 +1,110 @@
+"""kosmos.kubenest.global_node on a real API server: compare-and-swap claims, all-or-nothing, check mode."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import kubernetes
+import pytest
+from kubernetes.client.rest import ApiException
+
+GROUP, VERSION, PLURAL = "kosmos.io", "v1alpha1", "globalnodes"
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def globalnodes(api_client, apiserver):
+    proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"),
+                           str(REPO / "playbooks" / "install_crds.yml"),
+                           "-e", f"kubenest_admin_kubeconfig={apiserver.kubeconfig}"],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    api = kubernetes.client.CustomObjectsApi(api_client)
+
+    def make(name, labels, state="free"):
+        try:
+            api.delete_cluster_custom_object(GROUP, VERSION, PLURAL, name)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+        api.create_cluster_custom_object(GROUP, VERSION, PLURAL, {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "GlobalNode", "metadata": {"name": name},
+            "spec": {"nodeIP": "198.18.0.99", "labels": labels}})
+        api.patch_cluster_custom_object_status(GROUP, VERSION, PLURAL, name, {"status": {"state": state}})
+
+    api.make = make
+    return api
+
+
+def module(apiserver, check=False, **args):
+    """Run the module once with ansible's ad-hoc command; returns (rc, result)."""
+    env = {**os.environ, "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
+           "ANSIBLE_NOCOLOR": "1"}
+    argv = [str(Path(sys.executable).parent / "ansible"), "localhost", "-c", "local",
+            "-e", f"ansible_python_interpreter={sys.executable}", "-m", "kosmos.kubenest.global_node",
+            "-a", json.dumps({"kubeconfig": str(apiserver.kubeconfig), **args})]
+    if check:
+        argv += ["--check", "--diff"]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120, check=False)
+    data = json.loads(proc.stdout[proc.stdout.index("{"):])
+    return proc.returncode, data["plays"][0]["tasks"][0]["hosts"]["localhost"]
+
+
+def state(api, name):
+    status = api.get_cluster_custom_object(GROUP, VERSION, PLURAL, name).get("status") or {}
+    return status.get("state"), status.get("virtualCluster")
+
+
+def policy(pool, count):
+    return [{"labelSelector": {"matchLabels": {"pool": pool}}, "nodeCount": count}]
+
+
+def test_reserve_is_all_or_nothing_and_check_mode_writes_nothing(globalnodes, apiserver):
+    globalnodes.make("gm-a1", {"pool": "m"})
+    globalnodes.make("gm-a2", {"pool": "m"})
+    rc, res = module(apiserver, check=True, virtual_cluster="t1/one", state="reserved", policies=policy("m", 2))
+    assert rc == 0 and res["changed"] and res["added"] == ["gm-a1", "gm-a2"]
+    assert res["diff"]["after"]["gm-a1"]["state"] == "reserved"
+    assert state(globalnodes, "gm-a1") == ("free", None)
+
+    rc, res = module(apiserver, virtual_cluster="t1/one", state="reserved", policies=policy("m", 3))
+    assert rc == 0 and not res["satisfied"] and not res["changed"]
+    assert res["message"].startswith("2 of 3 nodes available")
+    assert state(globalnodes, "gm-a1") == ("free", None) and state(globalnodes, "gm-a2") == ("free", None)
+
+    rc, res = module(apiserver, virtual_cluster="t1/one", state="reserved", policies=policy("m", 2))
+    assert rc == 0 and res["satisfied"] and sorted(res["assigned"]) == ["gm-a1", "gm-a2"]
+    assert state(globalnodes, "gm-a2") == ("reserved", "t1/one")
+    rc, res = module(apiserver, virtual_cluster="t1/one", state="reserved", policies=policy("m", 2))
+    assert rc == 0 and not res["changed"]  # idempotent
+
+
+def test_another_virtual_cluster_cannot_move_a_held_node(globalnodes, apiserver):
+    globalnodes.make("gm-b1", {"pool": "b"})
+    assert module(apiserver, virtual_cluster="t1/one", state="reserved", names=["gm-b1"])[0] == 0
+    rc, res = module(apiserver, virtual_cluster="t2/two", state="occupied", names=["gm-b1"])
+    assert rc != 0 and "reserved by t1/one, not by t2/two" in res["msg"]
+    rc, res = module(apiserver, virtual_cluster="t1/one", state="returning", names=["gm-b1"])
+    assert rc == 0 and state(globalnodes, "gm-b1") == ("returning", "t1/one")
+    rc, res = module(apiserver, virtual_cluster="t1/one", state="occupied", names=["gm-b1"])
+    assert rc != 0 and "cannot become occupied" in res["msg"]
+    assert module(apiserver, virtual_cluster="t1/one", state="free", names=["gm-b1"])[0] == 0
+    assert state(globalnodes, "gm-b1") == ("free", None)
+
+
+def test_racing_claims_for_one_node_have_exactly_one_winner(globalnodes, apiserver):
+    globalnodes.make("gm-c1", {"pool": "race"})
+    owners = [f"t{i}/racer" for i in range(6)]
+    with concurrent.futures.ThreadPoolExecutor(len(owners)) as pool:
+        results = list(pool.map(lambda o: module(apiserver, virtual_cluster=o, state="reserved",
+                                                 policies=policy("race", 1))[1], owners))
+    winners = [o for o, r in zip(owners, results, strict=True) if r.get("satisfied") and r.get("assigned")]
+    assert len(winners) == 1, results
+    assert state(globalnodes, "gm-c1") == ("reserved", winners[0])
+    losers = [r for o, r in zip(owners, results, strict=True) if o not in winners]
+    assert all(not r["satisfied"] and "0 of 1 nodes available" in r["message"] for r in losers), losers

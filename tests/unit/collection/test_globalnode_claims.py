@@ -1,0 +1,99 @@
+"""The GlobalNode claim protocol: node choice and allowed transitions (pure functions, no API)."""
+
+from __future__ import annotations
+
+import pytest
+
+from plugins.module_utils import globalnodes as gn
+
+OWNER, OTHER = "t1/vc1", "t2/vc2"
+
+
+def node(name, state="free", owner=None, labels=None, rv="1"):
+    status = {"state": state}
+    if owner:
+        status["virtualCluster"] = owner
+    return {"metadata": {"name": name, "resourceVersion": rv}, "spec": {"labels": labels or {}}, "status": status}
+
+
+def policy(count, **labels):
+    return {"labelSelector": {"matchLabels": labels}, "nodeCount": count}
+
+
+def test_free_matching_nodes_are_chosen_in_name_order():
+    nodes = [node("w3", labels={"pool": "a"}), node("w1", labels={"pool": "a"}), node("w2", labels={"pool": "b"})]
+    plan = gn.plan_claim(nodes, OWNER, policies=[policy(1, pool="a")])
+    assert plan.satisfied and plan.add == ["w1"] and plan.keep == [] and plan.surplus == []
+    assert plan.message() == "1 of 1 nodes available"
+
+
+def test_nodes_already_held_are_kept_before_free_ones_are_taken():
+    nodes = [node("w1", labels={"pool": "a"}), node("w2", "occupied", OWNER, {"pool": "a"})]
+    plan = gn.plan_claim(nodes, OWNER, policies=[policy(1, pool="a")])
+    assert plan.keep == ["w2"] and plan.add == []
+
+
+def test_policies_add_up_and_a_node_counts_once():
+    nodes = [node("w1", labels={"pool": "a", "gpu": "y"}), node("w2", labels={"pool": "a"})]
+    plan = gn.plan_claim(nodes, OWNER, policies=[policy(1, pool="a"), policy(1, gpu="y")])
+    # greedy: the first policy takes w1, the second finds no other gpu node
+    assert not plan.satisfied and plan.wanted == 2 and plan.available == 1
+    assert "promotePolicies[1] matches 0 free node(s), wants 1" in plan.message()
+
+
+def test_nodes_of_another_virtual_cluster_are_never_chosen():
+    nodes = [node("w1", "reserved", OTHER, {"pool": "a"}), node("w2", "occupied", OTHER, {"pool": "a"})]
+    plan = gn.plan_claim(nodes, OWNER, policies=[policy(1, pool="a")])
+    assert not plan.satisfied and plan.add == []
+    assert plan.message().startswith("0 of 1 nodes available")
+
+
+def test_named_nodes_say_why_each_is_missing():
+    nodes = [node("w1"), node("w2", "occupied", OTHER), node("w3")]
+    plan = gn.plan_claim(nodes, OWNER, names=["w1", "w2", "w9", "w3"], exclude={"w3"})
+    assert not plan.satisfied and plan.add == ["w1"]
+    text = plan.message()
+    assert "w2 is occupied by t2/vc2" in text and "w9 is not a GlobalNode" in text and "w3 runs the operator" in text
+
+
+def test_surplus_is_what_the_request_no_longer_asks_for():
+    nodes = [node("w1", "occupied", OWNER, {"pool": "a"}), node("w2", "occupied", OWNER, {"pool": "a"})]
+    plan = gn.plan_claim(nodes, OWNER, policies=[policy(1, pool="a")])
+    assert plan.keep == ["w1"] and plan.surplus == ["w2"]
+    assert gn.plan_claim(nodes, OWNER, policies=[]).surplus == ["w1", "w2"]
+
+
+def test_blocked_free_nodes_are_left_for_earlier_requests():
+    nodes = [node("w1", labels={"pool": "a"})]
+    assert not gn.plan_claim(nodes, OWNER, policies=[policy(1, pool="a")], blocked={"w1"}).satisfied
+
+
+@pytest.mark.parametrize(("state", "owner", "target", "allowed"), [
+    ("free", None, "reserved", True),
+    ("reserved", OWNER, "occupied", True),
+    ("occupied", OWNER, "returning", True),
+    ("returning", OWNER, "free", True),
+    ("free", None, "occupied", False),       # promotion needs a reservation first
+    ("reserved", OTHER, "occupied", False),  # never someone else's node
+    ("occupied", OTHER, "free", False),
+    ("returning", OWNER, "occupied", False),
+])
+def test_transitions(state, owner, target, allowed):
+    n = node("w1", state, owner)
+    if allowed:
+        assert gn.check_transition(n, OWNER, target) is True
+    else:
+        with pytest.raises(gn.ClaimError):
+            gn.check_transition(n, OWNER, target)
+
+
+def test_freeing_a_free_node_changes_nothing():
+    assert gn.check_transition(node("w1"), OWNER, "free") is False
+
+
+def test_patch_is_guarded_by_the_resource_version_and_clears_the_holder_when_free():
+    patch = gn.transition_patch(node("w1", "returning", OWNER, rv="77"), OWNER, "free", "Returned", "back", at="T")
+    assert patch["metadata"] == {"resourceVersion": "77"}
+    assert patch["status"]["state"] == "free" and patch["status"]["virtualCluster"] is None
+    assert patch["status"]["conditions"][0] == {"type": "Claimed", "status": "False", "reason": "Returned",
+                                                "message": "back", "lastTransitionTime": "T"}
