@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -33,6 +34,9 @@ FREE, RESERVED, OCCUPIED = "free", "reserved", "occupied"
 # States that keep a GlobalNode's spec as it was when the node left the host cluster.
 AWAY = ("reserved", "occupied", "returning", "held")
 ATTEMPTS = 3
+# A reservation whose virtual cluster is gone is released only after this long: a playbook run without a
+# VirtualCluster object (plain ansible-playbook, AWX) holds reservations under a name no object has.
+RESERVATION_GRACE_SECONDS = 600
 
 
 @dataclass(frozen=True)
@@ -191,7 +195,8 @@ async def resync(ctx: Context, logger: logging.Logger) -> None:
             logger.warning(f"GlobalNode {node['metadata']['name']} not synced: {getattr(exc, 'reason', exc)}")
     for body in await ctx.api.list_globalnodes():
         record, owner = Record.from_body(body), ((body.get("status") or {}).get("virtualCluster") or "")
-        if record.state != RESERVED or "/" not in owner:
+        since = (body.get("status") or {}).get("stateSince") or ""
+        if record.state != RESERVED or "/" not in owner or not _older_than(since, RESERVATION_GRACE_SECONDS):
             continue
         namespace, name = owner.split("/", 1)
         if await ctx.api.virtualcluster_exists(namespace, name):
@@ -201,6 +206,14 @@ async def resync(ctx: Context, logger: logging.Logger) -> None:
                 "metadata": {"resourceVersion": record.resource_version},
                 "status": {"state": FREE, "virtualCluster": None}}, status=True)
             logger.info(f"GlobalNode {record.name} released: its virtual cluster {owner} is gone")
+
+
+def _older_than(stamp: str, seconds: float) -> bool:
+    try:
+        at = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+    except ValueError:
+        return True  # no usable time: the reservation predates this protocol
+    return (datetime.datetime.now(datetime.UTC) - at).total_seconds() > seconds
 
 
 async def resync_loop(ctx: Context, interval: float, logger: logging.Logger) -> None:

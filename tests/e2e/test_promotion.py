@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
+import yaml
 from cryptography import x509
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
@@ -189,3 +192,48 @@ def test_two_virtual_clusters_race_for_one_node(promoting):
     assert vc["status"]["nodes"][0]["name"] == "kn-w2"
     delete_vc(api, NS, waiting[0], timeout=600)
     assert _globalnode(api, "kn-w2")["status"]["state"] == "free" and _host_node_ready(api, "kn-w2")
+
+
+def test_plain_playbook_with_the_globalnodes_inventory_promotes_named_nodes(promoting, tmp_path):
+    """The proposal form (promoteResources.nodes) through ansible-playbook alone, nodes listed by the plugin."""
+    sb, api = promoting
+    pki = sb.state_dir / "pki"
+    inventory = tmp_path / "host.globalnodes.yml"
+    inventory.write_text(yaml.safe_dump({
+        "plugin": "kosmos.kubenest.globalnodes", "kubeconfig": str(sb.state_dir / "kubeconfig"),
+        "agent_ca_file": str(pki / "ca.crt"), "agent_cert_file": str(pki / "client.crt"),
+        "agent_key_file": str(pki / "client.key")}))
+    ensure_namespace(api, "kubenest-e2e-playbook")
+    request = {"kubenest_host_kubeconfig": str(sb.state_dir / "kubeconfig"),
+               "kubenest_images_dir": str(write_site_vars_images(sb)),
+               "virtualcluster": {"namespace": "kubenest-e2e-playbook", "name": "named", "uid": "",
+                                  "state": "present", "spec": {"promoteResources": {"nodes": ["kn-w2", "kn-w3"]}}}}
+    vars_file = tmp_path / "vc.json"
+
+    def playbook(state: str) -> None:
+        request["virtualcluster"]["state"] = state
+        vars_file.write_text(json.dumps(request))
+        proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
+                               str(REPO_ROOT / "playbooks" / "virtualcluster.yml"), "-e", f"@{vars_file}"],
+                              capture_output=True, text=True, timeout=1200, check=False)
+        assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+
+    playbook("present")
+    try:
+        secret = k8s.CoreV1Api(api).read_namespaced_secret("named-admin-kubeconfig", "kubenest-e2e-playbook")
+        tenant, _cfg = tenant_client({"spec": {"kubeconfig": secret.data["kubeconfig"]}})
+        ready = {n.metadata.name for n in k8s.CoreV1Api(tenant).list_node().items
+                 if any(c.type == "Ready" and c.status == "True" for c in n.status.conditions)}
+        assert ready == {"kn-w2", "kn-w3"}
+        for name, ip in (("kn-w2", "198.18.0.13"), ("kn-w3", "198.18.0.14")):
+            assert _globalnode(api, name)["status"]["virtualCluster"] == "kubenest-e2e-playbook/named"
+            port = _echo(tenant, f"on-{name}", name)
+            assert f"host=on-{name}-" in _get(f"http://{ip}:{port}/")  # each node's NodePort, its local pod
+    finally:
+        playbook("absent")
+    for name in ("kn-w2", "kn-w3"):
+        assert _globalnode(api, name)["status"]["state"] == "free" and _host_node_ready(api, name)
+
+
+def write_site_vars_images(sb) -> Path:
+    return Path(yaml.safe_load((sb.state_dir / "group_vars" / "all.yml").read_text())["kubenest_images_dir"])
