@@ -243,7 +243,11 @@ async def reconcile(body: kopf.Body, reason: str, retry: int, logger: logging.Lo
     if reason == "resume" and status.get("phase") == st.FAILED and status.get("observedGeneration") == generation:
         logger.info("not running again: this spec failed permanently; change the spec to retry")
         return
-    phase = st.UPDATING if status.get("kubeconfigSecretRef") else st.PREPARING
+    # A virtual cluster waiting for nodes stays Pending (or Initialized) while it looks again.
+    if status.get("phase") in (st.PENDING, st.INITIALIZED) and status.get("kubeconfigSecretRef"):
+        phase = status["phase"]
+    else:
+        phase = st.UPDATING if status.get("kubeconfigSecretRef") else st.PREPARING
     async with runner_slot(ctx, body):
         await _converge(ctx, body, phase, retry, logger)
 

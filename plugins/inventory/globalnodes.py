@@ -108,10 +108,9 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
         self.inventory.add_group("globalnodes")
         connection = {"ansible_connection": "kosmos.kubenest.nodeagent", "ansible_port": self.get_option("agent_port"),
                       "ansible_python_interpreter": self.get_option("python_interpreter")}
-        for option, var in (("agent_ca_file", "kubenest_agent_ca_file"), ("agent_cert_file", "kubenest_agent_cert_file"),
-                            ("agent_key_file", "kubenest_agent_key_file")):
-            if self.get_option(option):
-                connection[var] = self.get_option(option)
+        for item in ("ca_file", "cert_file", "key_file"):
+            if self.get_option("agent_" + item):
+                connection["kubenest_agent_" + item] = self.get_option("agent_" + item)
         strict = self.get_option("strict")
         for node in nodes:
             name = name_of(node)

@@ -7,7 +7,6 @@ import os
 import subprocess
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from kubernetes.client.rest import ApiException
 
 from kubenest_agent.client import connect_direct
 from tests.e2e.conftest import run_python as _run
+from tests.support.http import get_text
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="node machines need root")
 NAMESPACE = "kubenest-e2e"
@@ -106,15 +106,7 @@ def _echo_workload(api) -> tuple[list, int]:
 
 
 def _get(url: str) -> str:
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=5) as resp:
-                return resp.read().decode()
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(1)
+    return get_text(url)
 
 
 def test_pods_on_two_workers_reach_each_other_and_a_node_port_answers(cluster):

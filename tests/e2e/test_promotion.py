@@ -6,7 +6,6 @@ import json
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from kubernetes.client.rest import ApiException
 from kubenest_agent.client import connect_direct
 from sandbox.operator import write_site_vars
 from tests.e2e.conftest import run_python
+from tests.support.http import get_text
 from tests.support.virtualclusters import (
     REPO_ROOT,
     OperatorProcess,
@@ -90,15 +90,7 @@ def _issuer_of_kubelet_cert(sb, name: str) -> str:
 
 
 def _get(url: str) -> str:
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=5) as resp:
-                return resp.read().decode()
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(2)
+    return get_text(url)
 
 
 def _echo(tenant, name: str, node: str) -> int:

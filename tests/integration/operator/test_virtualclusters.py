@@ -42,7 +42,8 @@ def test_virtualcluster_reaches_completed_with_kubeconfig(kube, operators):
     status = vc["status"]
     assert status["kubeconfigSecretRef"] == {"name": "alpha-admin-kubeconfig", "key": "kubeconfig"}
     assert status["endpoint"] == "https://127.0.0.1:6443"
-    assert status["nodes"] == ["node-a", "node-b"] and status["nodeCount"] == 2
+    assert status["nodes"] == [{"name": "node-a", "ready": True}, {"name": "node-b", "ready": True}]
+    assert status["nodeCount"] == 2 and status["nodesReady"] == "2/2"
     assert status["observedGeneration"] == vc["metadata"]["generation"]
     kubeconfig = kube.secret_text(ns, "alpha-admin-kubeconfig", "kubeconfig")
     assert base64.b64decode(vc["spec"]["kubeconfig"]).decode() == kubeconfig
