@@ -70,6 +70,7 @@ test: install lint unit integration e2e
 bench: install k8s images
 	$(PY) bench/run.py
 	$(PY) bench/virtualclusters.py
+	$(PY) bench/promotion.py
 
 k8s:
 	@bash sandbox/k8s/build.sh

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,10 @@ def build_extravars(body: Mapping[str, Any], state: str, host_kubeconfig: str | 
             "spec": desired_spec(body.get("spec")),
         },
     })
+    # The node running the operator is never promoted (in-cluster, NODE_NAME comes from the downward API).
+    own_node = os.environ.get("NODE_NAME")
+    if own_node and "node_promote_exclude" not in extravars:
+        extravars["node_promote_exclude"] = [own_node]
     # In-cluster the playbooks' kubernetes.core modules find the service account themselves.
     if host_kubeconfig:
         extravars["kubenest_host_kubeconfig"] = host_kubeconfig

@@ -8,7 +8,7 @@ import json
 import kopf
 import pytest
 
-from kubenest_operator.extravars import build_extravars, desired_spec, plain
+from kubenest_operator.extravars import build_extravars, desired_spec, load_site_vars, plain
 
 BODY = {
     "apiVersion": "kosmos.io/v1alpha1", "kind": "VirtualCluster",
@@ -64,3 +64,24 @@ def test_unknown_state_is_refused():
 
 def test_plain_converts_nested_mappings_and_tuples():
     assert plain(kopf.Body({"a": ({"b": 1},)})) == {"a": [{"b": 1}]}
+
+
+def test_site_vars_reach_every_run_but_cannot_replace_the_request(tmp_path, monkeypatch):
+    monkeypatch.delenv("NODE_NAME", raising=False)
+    site = tmp_path / "site.yml"
+    site.write_text("kubenest_agent_ca_file: /pki/ca.crt\nkubenest_images_dir: /images\n")
+    extravars = build_extravars(BODY, "present", None, load_site_vars(site))
+    assert extravars["kubenest_agent_ca_file"] == "/pki/ca.crt" and extravars["virtualcluster"]["name"] == "vc1"
+    site.write_text("virtualcluster: {name: other}\n")
+    with pytest.raises(ValueError, match="may not set virtualcluster"):
+        load_site_vars(site)
+    site.write_text("- a list\n")
+    with pytest.raises(ValueError, match="mapping"):
+        load_site_vars(site)
+
+
+def test_the_operators_own_node_is_never_promoted(monkeypatch):
+    monkeypatch.setenv("NODE_NAME", "host-cp-2")
+    assert build_extravars(BODY, "present", None)["node_promote_exclude"] == ["host-cp-2"]
+    monkeypatch.delenv("NODE_NAME")
+    assert "node_promote_exclude" not in build_extravars(BODY, "present", None)
