@@ -212,6 +212,9 @@ async def _complete(ctx: Context, body: kopf.Body, run: Run, retry: int, logger:
     await ctx.api.patch_virtualcluster_status(namespace, name, st.succeeded(
         generation=generation, endpoint=str(endpoint) if endpoint else None, nodes=nodes, wanted=wanted,
         secret_name=secret_name, secret_key=secret_key, progress=run.progress(), phase=phase, message=message))
+    note = str(result.get("nodesNote") or "").strip()
+    if note:
+        nodes_condition = (*nodes_condition[:2], f"{nodes_condition[2]}; {note}")
     previous = plain((body.get("status") or {}).get("conditions") or [])
     nodes_ready = st.condition(st.NODES_READY, *nodes_condition, generation, previous)
     if phase != st.COMPLETED:

@@ -68,6 +68,12 @@ def test_proposal_form_with_node_names_is_accepted(kosmos):
     assert created["spec"]["promoteResources"]["nodes"] == ["node1", "node2"]
 
 
+def test_proposal_form_with_resources_is_accepted_verbatim(kosmos):
+    spec = {"promoteResources": {"nodes": ["node1", "node2"], "resources": {"cpu": 10, "memory": "100Gi"}}}
+    created = _create(kosmos, _vc("with-resources", spec))
+    assert created["spec"]["promoteResources"] == spec["promoteResources"]
+
+
 @pytest.mark.parametrize(("name", "spec", "field"), [
     ("neg-count", {"promotePolicies": [{"labelSelector": {}, "nodeCount": -1}]}, "spec.promotePolicies[0].nodeCount"),
     ("zero-count", {"promotePolicies": [{"labelSelector": {}, "nodeCount": 0}]}, "spec.promotePolicies[0].nodeCount"),
