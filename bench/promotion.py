@@ -25,7 +25,13 @@ sys.path.insert(0, str(REPO))
 
 from kubenest_agent.client import connect_direct  # noqa: E402
 from sandbox.machines.config import from_env  # noqa: E402
-from tests.support.virtualclusters import ensure_namespace, install_crds, tenant_client  # noqa: E402
+from tests.support.virtualclusters import (  # noqa: E402
+    OperatorProcess,
+    ensure_namespace,
+    install_crds,
+    tenant_client,
+    wait_for,
+)
 
 NS, NAME, NODE = "kubenest-bench-promote", "bench", "kn-w3"
 RUNS = int(os.environ.get("KUBENEST_BENCH_PROMOTIONS", "3"))
@@ -50,6 +56,13 @@ def globalnode_state(api, name: str) -> str | None:
 
     body = k8s.CustomObjectsApi(api).get_cluster_custom_object("kosmos.io", "v1alpha1", "globalnodes", name)
     return (body.get("status") or {}).get("state")
+
+
+def _has_globalnode(api, name: str) -> bool:
+    try:
+        return globalnode_state(api, name) == "free"
+    except Exception:
+        return False
 
 
 class Watch:
@@ -135,6 +148,9 @@ def main() -> int:
 
     images = yaml.safe_load((sb.state_dir / "group_vars" / "all.yml").read_text())["kubenest_images_dir"]
     with tempfile.TemporaryDirectory() as tmp:
+        # The operator keeps the GlobalNodes; the playbook runs without a VirtualCluster object.
+        operator = OperatorProcess(kubeconfig, Path(tmp)).start()
+        wait_for(lambda: _has_globalnode(api, NODE), 120, f"GlobalNode {NODE}")
         inventory = Path(tmp) / "bench.globalnodes.yml"
         inventory.write_text(yaml.safe_dump({
             "plugin": "kosmos.kubenest.globalnodes", "kubeconfig": str(kubeconfig),
@@ -159,6 +175,7 @@ def main() -> int:
                       f"baseline {baselines[-1]:.1f} s", flush=True)
         finally:
             playbook(sb, inventory, request, "absent", [])
+            operator.stop()
     base = statistics.median(baselines)
     print(f"\nNode promotion and return on the sandbox ({RUNS} runs, node {NODE}); baseline: host Node deleted "
           "and its kubelet restarted with its own credentials, until Ready")
