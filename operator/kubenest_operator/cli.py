@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import sys
 from pathlib import Path
 
@@ -25,6 +26,16 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
     return value
+
+
+DNS_PART = r"[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?"
+REGISTRY = re.compile(rf"{DNS_PART}(\.{DNS_PART})*(:[0-9]{{1,5}})?")
+
+
+def registry(text: str) -> str:
+    if not REGISTRY.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a registry host[:port]")
+    return text
 
 
 def non_negative_int(text: str) -> int:
@@ -69,6 +80,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--site-vars", type=Path, default=None, metavar="FILE",
                    help="YAML mapping of variables for every run, e.g. kubenest_agent_ca_file/cert_file/key_file "
                         "(the agent client credentials) and kubenest_images_dir")
+    p.add_argument("--allowed-registry", action="append", default=[], metavar="HOST[:PORT]", dest="allowed_registries",
+                   type=registry,
+                   help="a registry VirtualClusters may take images from (repeat; default: any)")
     p.add_argument("--liveness", metavar="URL", help="serve a liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
     p.add_argument("--verbose", "-v", action="store_true", help="debug logging")
     return p
@@ -93,6 +107,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         node_wait_interval=args.node_wait_interval,
         resync_interval=args.resync_interval,
         site_vars=args.site_vars.resolve() if args.site_vars else None,
+        allowed_registries=tuple(args.allowed_registries),
     )
 
 

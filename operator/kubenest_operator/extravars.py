@@ -45,7 +45,8 @@ def load_site_vars(path: Path | None) -> dict[str, Any]:
 
 
 def build_extravars(body: Mapping[str, Any], state: str, host_kubeconfig: str | None,
-                    site_vars: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                    site_vars: Mapping[str, Any] | None = None,
+                    allowed_registries: tuple[str, ...] = ()) -> dict[str, Any]:
     if state not in STATES:
         raise ValueError(f"state must be one of {STATES}, not {state!r}")
     metadata = plain(body.get("metadata") or {})
@@ -64,7 +65,28 @@ def build_extravars(body: Mapping[str, Any], state: str, host_kubeconfig: str | 
     own_node = os.environ.get("NODE_NAME")
     if own_node and "node_promote_exclude" not in extravars:
         extravars["node_promote_exclude"] = [own_node]
+    if allowed_registries:  # the playbook refuses other registries (kosmos.kubenest.virtualcluster_problems)
+        extravars["kubenest_allowed_registries"] = list(allowed_registries)
     # In-cluster the playbooks' kubernetes.core modules find the service account themselves.
     if host_kubeconfig:
         extravars["kubenest_host_kubeconfig"] = host_kubeconfig
     return extravars
+
+
+class _UnsafeDumper(yaml.SafeDumper):
+    """Tags every string `!unsafe`: Ansible then treats it as data, never as a template."""
+
+
+def _represent_unsafe(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    return dumper.represent_scalar("!unsafe", value, style='"')
+
+
+_UnsafeDumper.add_representer(str, _represent_unsafe)
+
+
+def dump_unsafe(extravars: Mapping[str, Any]) -> str:
+    """The extravars file of a run. Every string in it (keys included: ansible templates keys it iterates)
+    comes from a user object or the operator's settings and is handed over as data; nothing in it is a
+    template. JSON on the command line, ansible-runner's way, would let `{{ ... }}` in a CR run code."""
+    return yaml.dump(plain(extravars), Dumper=_UnsafeDumper, default_flow_style=False, sort_keys=True,
+                     allow_unicode=True)

@@ -123,7 +123,8 @@ async def execute(ctx: Context, body: kopf.Body, state: str, phase: str, logger:
     reporter = asyncio.create_task(
         _report_progress(ctx, namespace, name, run_id, started_at, tracker, stop, logger))
     try:
-        extravars = build_extravars(body, state, ctx.config.kubeconfig, load_site_vars(ctx.config.site_vars))
+        extravars = build_extravars(body, state, ctx.config.kubeconfig, load_site_vars(ctx.config.site_vars),
+                                    ctx.config.allowed_registries)
         outcome = await ctx.runner.run(playbook, run_id, extravars, tracker)
     except Exception as exc:  # the run could not even start (e.g. no space for its directory)
         logger.error(f"run {run_id} could not run: {summarize(exc)}")

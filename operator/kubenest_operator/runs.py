@@ -33,6 +33,7 @@ from typing import Any
 
 import ansible_runner
 
+from .extravars import dump_unsafe
 from .processes import end_processes, processes_of
 
 log = logging.getLogger(__name__)
@@ -135,6 +136,16 @@ class RunDirs:
         return doomed
 
 
+def write_extravars(private_data_dir: Path, extravars: dict[str, Any]) -> None:
+    """env/extravars, which ansible-runner hands to ansible-playbook as `-e @file`: the values stay off the
+    command line (visible to every local user) and reach Ansible marked unsafe (see extravars.dump_unsafe)."""
+    env_dir = private_data_dir / "env"
+    env_dir.mkdir(mode=0o700, exist_ok=True)
+    fd = os.open(env_dir / "extravars", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(dump_unsafe(extravars))
+
+
 def scrub_command_env(artifact_dir: Path) -> None:
     """ansible-runner records the whole environment in artifacts/<id>/command; keep only the names."""
     command_file = artifact_dir / "command"
@@ -189,12 +200,12 @@ class PlaybookRunner:
         started = time.monotonic()
         path, lock_fd = self.run_dirs.create(run_id)
         try:
+            write_extravars(path, extravars)
             runner = ansible_runner.run(
                 private_data_dir=str(path),
                 project_dir=str(self.playbook_dir),
                 playbook=playbook,
                 ident=run_id,
-                extravars=extravars,
                 inventory=local_inventory(path / "tmp"),
                 envvars=run_environment(self.collections_path, path / "tmp"),
                 quiet=True,  # task output may hold data the operator's log must not show

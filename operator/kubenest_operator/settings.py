@@ -69,6 +69,8 @@ class Config:
     resync_interval: float = 30.0
     # YAML file of site variables given to every run (agent client credentials, images directory, ...).
     site_vars: Path | None = None
+    # Registries (host[:port]) control-plane images may come from; empty: any.
+    allowed_registries: tuple[str, ...] = ()
 
 
 def apply_kopf_settings(settings: kopf.OperatorSettings, config: Config) -> None:

@@ -69,6 +69,7 @@ import re
 
 from ansible.errors import AnsibleParserError
 from ansible.plugins.inventory import BaseInventoryPlugin, Constructable
+from ansible.utils.unsafe_proxy import wrap_var
 from ansible_collections.kosmos.kubenest.plugins.module_utils.globalnodes import (
     GlobalNodes,
     name_of,
@@ -127,10 +128,11 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
             for key, value in connection.items():
                 self.inventory.set_variable(host, key, value)
             if spec.get("nodeIP"):
-                self.inventory.set_variable(host, "ansible_host", spec["nodeIP"])
+                self.inventory.set_variable(host, "ansible_host", wrap_var(spec["nodeIP"]))
             facts = {"state": state, "virtualCluster": owner, "nodeIP": spec.get("nodeIP"),
                      "labels": dict(spec.get("labels") or {})}
-            self.inventory.set_variable(host, "kosmos_globalnode", facts)
+            # Node labels are written by whoever may label host Nodes: data, never templates.
+            self.inventory.set_variable(host, "kosmos_globalnode", wrap_var(facts))
             hostvars = self.inventory.get_host(host).get_vars()
             self._set_composite_vars(self.get_option("compose"), hostvars, host, strict=strict)
             self._add_host_to_composed_groups(self.get_option("groups"), hostvars, host, strict=strict)

@@ -123,3 +123,78 @@ def test_globalnode_is_cluster_scoped_with_states(kosmos):
         kosmos.patch_cluster_custom_object_status(GROUP, VERSION, "globalnodes", "kn-w1",
                                                   {"status": {"state": "stolen"}})
     assert "status.state" in refused.value.body
+
+
+# Template syntax and YAML-breaking text: every string field of both CRDs refuses them at admission.
+HOSTILE = ["{{ lookup('pipe', 'id -un') }}", "{% if 1 %}x{% endif %}", "a\nhostPID: true", "a: b", "'quoted'",
+           "\"dq\"", "{a: 1}", "&anchor x", "*anchor", "x # c", "a b", "kubenest.local\n  hostNetwork: true"]
+
+
+def _selector_spec(**selector):
+    return {"promotePolicies": [{"labelSelector": selector, "nodeCount": 1}]}
+
+
+VC_STRING_FIELDS = {
+    "spec.imageRepository": lambda v: {"imageRepository": v},
+    "spec.kubernetesVersion": lambda v: {"kubernetesVersion": v},
+    "spec.externalIP": lambda v: {"externalIP": v},
+    "spec.kubeconfig": lambda v: {"kubeconfig": v},
+    "spec.promotePolicies[0].labelSelector.matchLabels": lambda v: _selector_spec(matchLabels={v: "x"}),
+    "spec.promotePolicies[0].labelSelector.matchLabels.k": lambda v: _selector_spec(matchLabels={"k": v}),
+    "spec.promotePolicies[0].labelSelector.matchExpressions[0].key":
+        lambda v: _selector_spec(matchExpressions=[{"key": v, "operator": "Exists"}]),
+    "spec.promotePolicies[0].labelSelector.matchExpressions[0].values[0]":
+        lambda v: _selector_spec(matchExpressions=[{"key": "k", "operator": "In", "values": [v]}]),
+    "spec.promoteResources.nodes[0]": lambda v: {"promoteResources": {"nodes": [v]}},
+    "spec.promoteResources.resources": lambda v: {"promoteResources": {"resources": {v: 1}}},
+    "spec.promoteResources.resources.cpu": lambda v: {"promoteResources": {"resources": {"cpu": v}}},
+}
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+@pytest.mark.parametrize("field", sorted(VC_STRING_FIELDS))
+def test_hostile_strings_in_virtualcluster_fields_are_refused(kosmos, field, value):
+    with pytest.raises(ApiException) as refused:
+        _create(kosmos, _vc("hostile", VC_STRING_FIELDS[field](value)))
+    assert refused.value.status == 422
+    assert field in refused.value.body, refused.value.body
+
+
+@pytest.mark.parametrize("name", ["1st", "0-vc", "a" * 41, "vc_1"])
+def test_virtualcluster_names_must_fit_derived_service_names(kosmos, name):
+    with pytest.raises(ApiException) as refused:
+        _create(kosmos, _vc(name, {}))
+    assert refused.value.status == 422 and "metadata.name" in refused.value.body
+
+
+def test_registries_with_ports_and_paths_are_accepted(kosmos):
+    for index, repository in enumerate(["registry.example.com:5000/kube/images", "localhost:5000", "k8s.gcr.io"]):
+        created = _create(kosmos, _vc(f"registry-{index}", {"imageRepository": repository}))
+        assert created["spec"]["imageRepository"] == repository
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+@pytest.mark.parametrize("field", ["spec.labels", "spec.labels.k", "spec.nodeIP", "status.virtualCluster"])
+def test_hostile_strings_in_globalnode_fields_are_refused(kosmos, field, value):
+    name = "hostile-gn"
+    spec = {"nodeIP": "198.18.0.99", "labels": {"k": "v"}}
+    if field == "spec.labels":
+        spec["labels"] = {value: "v"}
+    elif field == "spec.labels.k":
+        spec["labels"] = {"k": value}
+    elif field == "spec.nodeIP":
+        spec["nodeIP"] = value
+    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "GlobalNode", "metadata": {"name": name}, "spec": spec}
+    if field != "status.virtualCluster":
+        with pytest.raises(ApiException) as refused:
+            kosmos.create_cluster_custom_object(GROUP, VERSION, "globalnodes", body)
+    else:
+        kosmos.create_cluster_custom_object(GROUP, VERSION, "globalnodes", body)
+        try:
+            with pytest.raises(ApiException) as refused:
+                kosmos.patch_cluster_custom_object_status(GROUP, VERSION, "globalnodes", name,
+                                                          {"status": {"state": "reserved", "virtualCluster": value}})
+        finally:
+            kosmos.delete_cluster_custom_object(GROUP, VERSION, "globalnodes", name)
+    assert refused.value.status == 422
+    assert field in refused.value.body, refused.value.body

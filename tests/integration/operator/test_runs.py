@@ -74,6 +74,35 @@ def test_every_run_sees_only_its_own_extravars_and_old_runs_are_pruned(playbooks
     assert len(kept) == 1 and (kept[0] / "artifacts").is_dir()
 
 
+EVIL = [
+    "{{ lookup('pipe', 'id -un') }}",
+    "{% for x in [1] %}{{ lookup('env', 'HOME') }}{% endfor %}",
+    "{# comment #}x",
+    "line\nimage: evil\n  hostPID: true",
+    "a: b", "{x: 1}", "&anchor *anchor", "'\"quoted\"'", "!unsafe", "${HOME} $(id)",
+]
+
+
+def test_values_from_the_virtual_cluster_reach_ansible_as_data_not_templates(playbooks):
+    """Template syntax anywhere in a CR (values and keys) is used literally, never evaluated."""
+    tmp_path = playbooks
+    run = runner(tmp_path, keep=1)
+    out = tmp_path / "given.json"
+    spec = {"imageRepository": EVIL[0], "labels": {value: value for value in EVIL}, "list": EVIL}
+    vc = {"namespace": "ns", "name": "vc", "state": "present", "spec": spec}
+    try:
+        outcome = asyncio.run(run.run("echo.yml", new_run_id("ns", "vc"), {"out": str(out), "virtualcluster": vc},
+                                      RunTracker()))
+    finally:
+        run.shutdown()
+    assert outcome.ok
+    assert json.loads(out.read_text())["virtualcluster"] == vc
+    # and never on ansible-playbook's command line, which every local user can read
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    command = (run_dir / "artifacts" / outcome.run_id / "command").read_text()
+    assert "lookup" not in command and "hostPID" not in command
+
+
 def test_cancelling_a_run_ends_ansible_playbook(playbooks):
     tmp_path = playbooks
     run = runner(tmp_path, keep=0)
@@ -108,3 +137,33 @@ def test_cancelling_a_run_ends_ansible_playbook(playbooks):
     finally:
         run.shutdown()
     assert list((tmp_path / "runs").iterdir()) == []
+
+
+@pytest.mark.parametrize("spec", [
+    {"imageRepository": "{{ lookup('pipe', 'id -un') }}"},
+    {"imageRepository": "kubenest.local\n      hostPID: true\n      hostNetwork: true"},
+    {"kubernetesVersion": "{{ lookup('pipe', 'id -un') }}"},
+    {"externalIP": "{{ lookup('pipe', 'id -un') }}"},
+])
+def test_the_real_playbook_refuses_hostile_specs_before_changing_anything(tmp_path, spec):
+    """The collection's own virtualcluster.yml, as the operator runs it: a hostile spec stops at the first
+    task with a permanent error quoting the value as given, not its evaluation."""
+    run = PlaybookRunner(playbook_dir=Path(__file__).resolve().parents[3] / "playbooks",
+                         run_dirs=RunDirs(tmp_path / "runs", 1), collections_path=collections_path(),
+                         max_parallel=1, timeout=120)
+    tracker = RunTracker()
+    vc = {"namespace": "tenants", "name": "vc1", "uid": "u-1", "state": "present", "spec": spec}
+    try:
+        outcome = asyncio.run(run.run("virtualcluster.yml", new_run_id("tenants", "vc1"),
+                                      {"virtualcluster": vc, "kubenest_host_kubeconfig": str(tmp_path / "none")},
+                                      tracker))
+    finally:
+        run.shutdown()
+    assert not outcome.ok
+    failure = tracker.last_failure
+    assert failure.task == "Check the request" and failure.permanent is not None
+    assert failure.permanent.reason == "InvalidRequest"
+    (value,) = spec.values()
+    marker = "lookup('pipe', 'id -un')" if "lookup" in value else "hostPID: true"
+    assert marker in failure.message and "'root'" not in failure.message
+    assert tracker.snapshot().tasks_done == 1  # nothing after the check ran

@@ -31,7 +31,7 @@ def test_namespaces_standalone_and_limits(tmp_path):
 
 @pytest.mark.parametrize("argv", [
     ["--standalone", "--peering", "x"], ["-n", "a", "--all-namespaces"], ["--max-parallel", "0"],
-    ["--artifacts-keep", "-1"],
+    ["--artifacts-keep", "-1"], ["--allowed-registry", "evil.example/path"], ["--allowed-registry", "a b"],
 ])
 def test_conflicting_or_bad_options_are_refused(argv):
     with pytest.raises(SystemExit):
@@ -41,3 +41,9 @@ def test_conflicting_or_bad_options_are_refused(argv):
 def test_kubeconfig_from_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "env-kc"))
     assert config_from_args(parser().parse_args([])).kubeconfig == str(tmp_path / "env-kc")
+
+
+def test_allowed_registries_are_collected():
+    cfg = config("--allowed-registry", "kubenest.local", "--allowed-registry", "registry.example.com:5000",
+                 kubeconfig="kc")
+    assert cfg.allowed_registries == ("kubenest.local", "registry.example.com:5000")

@@ -7,8 +7,9 @@ import json
 
 import kopf
 import pytest
+import yaml
 
-from kubenest_operator.extravars import build_extravars, desired_spec, load_site_vars, plain
+from kubenest_operator.extravars import build_extravars, desired_spec, dump_unsafe, load_site_vars, plain
 
 BODY = {
     "apiVersion": "kosmos.io/v1alpha1", "kind": "VirtualCluster",
@@ -85,3 +86,27 @@ def test_the_operators_own_node_is_never_promoted(monkeypatch):
     assert build_extravars(BODY, "present", None)["node_promote_exclude"] == ["host-cp-2"]
     monkeypatch.delenv("NODE_NAME")
     assert "node_promote_exclude" not in build_extravars(BODY, "present", None)
+
+
+def test_the_extravars_file_tags_every_string_unsafe_and_keeps_the_data():
+    data = {"virtualcluster": {"spec": {"imageRepository": "{{ lookup('pipe', 'id') }}",
+                                        "labels": {"{{ k }}": "a\nb: c", "n": 1, "on": True, "none": None}}}}
+    text = dump_unsafe(data)
+    loader = type("Loader", (yaml.SafeLoader,), {})
+    tagged = []
+
+    def unsafe(loader_, node):
+        tagged.append(node.value)
+        return loader_.construct_scalar(node)
+
+    loader.add_constructor("!unsafe", unsafe)
+    assert yaml.load(text, Loader=loader) == data
+    strings = {"virtualcluster", "spec", "imageRepository", "{{ lookup('pipe', 'id') }}", "labels", "{{ k }}",
+               "a\nb: c", "n", "on", "none"}
+    assert set(tagged) == strings  # every key and string value, nothing else
+
+
+def test_allowed_registries_reach_the_playbook_only_when_set():
+    assert "kubenest_allowed_registries" not in build_extravars(BODY, "present", None)
+    extravars = build_extravars(BODY, "present", None, None, ("kubenest.local",))
+    assert extravars["kubenest_allowed_registries"] == ["kubenest.local"]

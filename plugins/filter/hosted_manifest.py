@@ -1,0 +1,91 @@
+# Copyright: (c) kosmos.kubenest contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: hosted_manifest
+short_description: A workload of a hosted virtual-cluster control plane, built as data
+version_added: 1.1.0
+description:
+  - Builds the StatefulSet of a virtual cluster's etcd or the Deployment of its kube-apiserver,
+    kube-controller-manager or kube-scheduler as a dictionary for kubernetes.core.k8s.
+  - Every value lands in a field of its own and is checked first (names, image references, addresses,
+    CIDRs); no value is rendered into YAML text and parsed back, so none can add fields to the manifest.
+author:
+  - kosmos.kubenest maintainers (@kosmos-kubenest)
+options:
+  _input:
+    description: The component.
+    type: str
+    choices: [etcd, apiserver, controller-manager, scheduler]
+    required: true
+  vc:
+    description: The virtual cluster (C(name), C(namespace), C(labels), C(selector), C(owner_references)).
+    type: dict
+    required: true
+  settings:
+    description:
+      - The component's settings. C(etcd) takes C(image), C(advertise_ip), C(storage_class), C(storage_size).
+      - The others take C(image_repository) and C(version); C(apiserver) also C(etcd_endpoint), C(service_cidr)
+        and C(cluster_domain); C(controller-manager) also C(service_cidr), C(pod_cidr) and C(node_cidr_mask).
+      - All take C(node_selector) and C(tolerations).
+    type: dict
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: The etcd StatefulSet
+  kubernetes.core.k8s:
+    apply: true
+    definition: >-
+      {{ 'etcd' | kosmos.kubenest.hosted_manifest(kubenest_vc, {'image': 'kubenest.local/etcd:v3.6.16',
+         'advertise_ip': '10.96.0.20'}) }}
+"""
+
+RETURN = r"""
+_value:
+  description: The manifest.
+  type: dict
+"""
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.hosted_control_plane import (
+    ControlPlaneSettings,
+    apiserver_deployment,
+    controller_manager_deployment,
+    scheduler_deployment,
+)
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.hosted_etcd import etcd_statefulset
+
+PLACEMENT = ("node_selector", "tolerations")
+COMPONENTS = {
+    "apiserver": (apiserver_deployment, ("etcd_endpoint", "service_cidr", "cluster_domain")),
+    "controller-manager": (controller_manager_deployment, ("service_cidr", "pod_cidr", "node_cidr_mask")),
+    "scheduler": (scheduler_deployment, ()),
+}
+
+
+def _pick(settings, keys):
+    return dict((k, settings[k]) for k in keys if k in settings)
+
+
+def hosted_manifest(component, vc, settings):
+    settings = dict(settings or {})
+    try:
+        if component == "etcd":
+            return etcd_statefulset(vc, **_pick(settings, ("image", "advertise_ip", "storage_class",
+                                                           "storage_size") + PLACEMENT))
+        if component not in COMPONENTS:
+            raise ValueError("unknown component %r; one of etcd, %s" % (component, ", ".join(COMPONENTS)))
+        build, keys = COMPONENTS[component]
+        shared = ControlPlaneSettings(vc, **_pick(settings, ("image_repository", "version") + PLACEMENT))
+        return build(shared, **_pick(settings, keys))
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError("[kubenest:permanent:InvalidRequest] %s manifest: %s" % (component, exc)) from None
+
+
+class FilterModule:
+    def filters(self):
+        return {"hosted_manifest": hosted_manifest}

@@ -1,0 +1,94 @@
+# Copyright: (c) kosmos.kubenest contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: virtualcluster_problems
+short_description: What is wrong with a virtual cluster request, before anything is changed
+version_added: 1.1.0
+description:
+  - Checks the C(virtualcluster) variable of P(kosmos.kubenest.virtualcluster#playbook) as the CRD's admission
+    would (names, image repository, version, addresses), so requests that bypass the API server (a plain
+    playbook run, an AWX survey) are held to the same rules, and against an optional registry allow-list.
+  - Returns one sentence per problem; an empty list means the request may go ahead.
+author:
+  - kosmos.kubenest maintainers (@kosmos-kubenest)
+options:
+  _input:
+    description: The C(virtualcluster) variable (C(namespace), C(name), C(state), C(spec)).
+    type: raw
+    required: true
+  allowed_registries:
+    description: Registries (C(host[:port])) images may come from; empty allows any.
+    type: list
+    elements: str
+    default: []
+"""
+
+EXAMPLES = r"""
+- name: Check the request
+  ansible.builtin.assert:
+    that: virtualcluster | kosmos.kubenest.virtualcluster_problems | length == 0
+"""
+
+RETURN = r"""
+_value:
+  description: The problems found.
+  type: list
+  elements: str
+"""
+
+from collections.abc import Mapping
+
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.references import (
+    DNS_1123_LABEL,
+    VIRTUAL_CLUSTER_NAME_MAX,
+    InvalidValue,
+    check_image_repository,
+    check_ip,
+    check_kubernetes_version,
+    check_name,
+    check_registry_allowed,
+)
+
+
+def _checks(request, allowed_registries):
+    spec = request.get("spec") or {}
+    yield lambda: check_name("namespace", request.get("namespace"), pattern=DNS_1123_LABEL)
+    yield lambda: check_name("name", request.get("name"), max_length=VIRTUAL_CLUSTER_NAME_MAX)
+    if request.get("state", "present") not in ("present", "absent"):
+        yield lambda: _fail("state must be present or absent, got %r" % (request.get("state"),))
+    if not isinstance(spec, Mapping):
+        yield lambda: _fail("spec must be a mapping")
+        return
+    if "imageRepository" in spec:
+        yield lambda: check_registry_allowed(check_image_repository(spec["imageRepository"]), allowed_registries)
+    elif allowed_registries:
+        yield lambda: check_registry_allowed("kubenest.local", allowed_registries)
+    if "kubernetesVersion" in spec:
+        yield lambda: check_kubernetes_version(spec["kubernetesVersion"])
+    if spec.get("externalIP"):
+        yield lambda: check_ip("externalIP", spec["externalIP"])
+
+
+def _fail(message):
+    raise InvalidValue(message)
+
+
+def virtualcluster_problems(request, allowed_registries=None):
+    if not isinstance(request, Mapping):
+        return ["virtualcluster must be a mapping with namespace, name, state and spec"]
+    problems = []
+    for check in _checks(request, list(allowed_registries or [])):
+        try:
+            check()
+        except InvalidValue as exc:
+            problems.append(str(exc))
+    return problems
+
+
+class FilterModule:
+    def filters(self):
+        return {"virtualcluster_problems": virtualcluster_problems}

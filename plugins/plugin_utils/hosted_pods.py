@@ -1,0 +1,81 @@
+# Copyright: (c) kosmos.kubenest contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Pieces shared by the hosted control plane's workloads, built as data.
+
+Every value lands in a field of its own; nothing is rendered to YAML text and parsed back, so no value can
+add fields to a manifest whatever characters it holds.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.references import check_name
+
+VC_KEYS = ("name", "namespace", "labels", "selector", "owner_references")
+
+
+class VirtualClusterRef:
+    """What every manifest of one virtual cluster carries: its names, labels and owner."""
+
+    def __init__(self, vc):
+        missing = [key for key in VC_KEYS if key not in (vc or {})]
+        if missing:
+            raise ValueError("the virtual cluster lacks %s" % ", ".join(missing))
+        self.name = check_name("the virtual cluster's name", vc["name"])
+        self.namespace = check_name("the virtual cluster's namespace", vc["namespace"],
+                                    pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+        self.labels = dict(vc["labels"])
+        self.selector = dict(vc["selector"])
+        self.owner_references = copy.deepcopy(list(vc["owner_references"]))
+
+    def component_labels(self, component):
+        return dict(self.labels, **{"app.kubernetes.io/component": component})
+
+    def component_selector(self, component):
+        return dict(self.selector, **{"app.kubernetes.io/component": component})
+
+    def metadata(self, name, component):
+        return {"name": name, "namespace": self.namespace, "labels": self.component_labels(component),
+                "ownerReferences": copy.deepcopy(self.owner_references)}
+
+
+def placement(node_selector, tolerations):
+    """Pod settings of every control-plane pod: where it runs, and no API credentials it does not need."""
+    return {
+        "nodeSelector": dict(node_selector or {}),
+        "tolerations": copy.deepcopy(list(tolerations or [])),
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+    }
+
+
+def secret_volume(name, secret_name, keys):
+    return {"name": name, "secret": {"secretName": secret_name, "items": [{"key": k, "path": k} for k in keys]}}
+
+
+def http_probe(path, port, period, initial_delay=0, scheme="HTTP", failure_threshold=None):
+    probe = {"httpGet": {"path": path, "port": port, "scheme": scheme}, "periodSeconds": period}
+    if initial_delay:
+        probe["initialDelaySeconds"] = initial_delay
+    if failure_threshold:
+        probe["failureThreshold"] = failure_threshold
+    return probe
+
+
+def flags(binary, options):
+    """A component's command: the binary and `--key=value` for each option, in order."""
+    return [binary] + ["--%s=%s" % (key, value) for key, value in options]
+
+
+def workload(kind, vc, name, component, pod_spec, replicas=1, extra_spec=None):
+    """A Deployment or StatefulSet of one control-plane component."""
+    spec = {
+        "replicas": replicas,
+        "selector": {"matchLabels": vc.component_selector(component)},
+        "template": {"metadata": {"labels": vc.component_labels(component)}, "spec": pod_spec},
+    }
+    spec.update(extra_spec or {})
+    return {"apiVersion": "apps/v1", "kind": kind, "metadata": vc.metadata(name, component), "spec": spec}

@@ -1,0 +1,113 @@
+"""Hosted control-plane manifests are built as data: hostile values are refused or land in one field."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from ansible.errors import AnsibleFilterError
+from ansible_collections.kosmos.kubenest.plugins.filter.hosted_manifest import hosted_manifest
+
+VC = {"name": "vc1", "namespace": "tenants", "labels": {"kosmos.io/virtualcluster": "vc1"},
+      "selector": {"kosmos.io/virtualcluster": "vc1"},
+      "owner_references": [{"apiVersion": "kosmos.io/v1alpha1", "kind": "VirtualCluster", "name": "vc1",
+                            "uid": "u-1", "controller": True, "blockOwnerDeletion": True}]}
+SETTINGS = {"image": "kubenest.local/etcd:v3.6.16", "advertise_ip": "10.96.0.20",
+            "image_repository": "kubenest.local", "version": "v1.36.3", "etcd_endpoint": "https://10.96.0.20:2379",
+            "service_cidr": "198.18.128.0/17", "pod_cidr": "198.18.64.0/18", "node_cidr_mask": 24,
+            "node_selector": {"node-role.kubernetes.io/control-plane": ""},
+            "tolerations": [{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"}]}
+COMPONENTS = ["etcd", "apiserver", "controller-manager", "scheduler"]
+# What the CRD's old maxLength-only imageRepository let through: a newline adds pod-spec fields when the
+# value is pasted into YAML text.
+HOSTILE = [
+    "kubenest.local\n      hostPID: true\n      hostNetwork: true",
+    "kubenest.local/x:1\n          securityContext: {privileged: true}",
+    "{{ lookup('pipe', 'id -un') }}",
+    "kubenest.local: evil", "kubenest.local\"", "'kubenest.local'", "{kubenest.local}", "&a kubenest.local",
+    "*a", "kubenest.local #", "kubenest.local/", "-kubenest.local", "kubenest.local/UPPER", "kubenest.local:99999x",
+    "", " kubenest.local", "kubenest.local ",
+]
+
+
+def shape(value, path="$"):
+    """Every path of a manifest (list positions included): what a hostile value must not change."""
+    if isinstance(value, dict):
+        return {p for k, v in value.items() for p in shape(v, f"{path}.{k}")} | {path}
+    if isinstance(value, list):
+        return {p for i, v in enumerate(value) for p in shape(v, f"{path}[{i}]")} | {path}
+    return {path}
+
+
+@pytest.mark.parametrize("component", COMPONENTS)
+def test_manifests_are_complete_and_owned(component):
+    manifest = hosted_manifest(component, VC, SETTINGS)
+    assert manifest["kind"] == ("StatefulSet" if component == "etcd" else "Deployment")
+    assert manifest["metadata"]["name"] == "vc1-" + component
+    assert manifest["metadata"]["ownerReferences"] == VC["owner_references"]
+    pod = manifest["spec"]["template"]["spec"]
+    template_labels = manifest["spec"]["template"]["metadata"]["labels"]
+    assert manifest["spec"]["selector"]["matchLabels"].items() <= template_labels.items()
+    assert pod["automountServiceAccountToken"] is False
+    for forbidden in ("hostPID", "hostNetwork", "hostIPC", "initContainers", "securityContext"):
+        assert forbidden not in pod
+    assert all("securityContext" not in c for c in pod["containers"])
+    assert all(v.get("secret") or v.get("emptyDir") == {} for v in pod["volumes"])
+    json.dumps(manifest)
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+@pytest.mark.parametrize("component", ["apiserver", "controller-manager", "scheduler"])
+def test_a_hostile_image_repository_is_refused(component, value):
+    with pytest.raises(AnsibleFilterError, match=r"\[kubenest:permanent:InvalidRequest\].*imageRepository"):
+        hosted_manifest(component, VC, dict(SETTINGS, image_repository=value))
+
+
+@pytest.mark.parametrize("value", [v for v in HOSTILE if v != "kubenest.local:99999x"]
+                         + ["kubenest.local/etcd", "kubenest.local/etcd:v3\nhostPID: true"])
+def test_a_hostile_etcd_image_is_refused(value):
+    with pytest.raises(AnsibleFilterError, match="image must be a reference"):
+        hosted_manifest("etcd", VC, dict(SETTINGS, image=value))
+
+
+@pytest.mark.parametrize("field,value", [
+    ("version", "v1.36.3\n    hostPID: true"), ("version", "latest"), ("version", "{{ 1 }}"),
+    ("service_cidr", "198.18.128.0/17 --anonymous-auth=true"), ("pod_cidr", "198.18.64.1/18"),
+    ("advertise_ip", "10.96.0.20:2379,https://evil"), ("node_cidr_mask", "24 x"),
+])
+def test_other_hostile_settings_are_refused(field, value):
+    component = {"version": "apiserver", "service_cidr": "apiserver", "pod_cidr": "controller-manager",
+                 "advertise_ip": "etcd", "node_cidr_mask": "controller-manager"}[field]
+    with pytest.raises(AnsibleFilterError, match=r"\[kubenest:permanent:InvalidRequest\]"):
+        hosted_manifest(component, VC, dict(SETTINGS, **{field: value}))
+
+
+@pytest.mark.parametrize("name", ["1vc", "vc_1", "Vc", "vc-", "a" * 64, "vc\nx", "{{ x }}"])
+def test_names_that_cannot_become_service_names_are_refused(name):
+    with pytest.raises(AnsibleFilterError, match="starting with a letter"):
+        hosted_manifest("apiserver", dict(VC, name=name), SETTINGS)
+
+
+@pytest.mark.parametrize("value", ["a: b\nhostPID: true", "{{ lookup('pipe', 'id') }}", "&x *x", "\"'{"])
+def test_label_and_owner_values_stay_in_their_field(value):
+    """Values that are not checked (labels, owner uid) cannot change the manifest's structure either."""
+    benign = dict(VC, labels=dict(VC["labels"], note="x"))
+    vc = dict(VC, labels=dict(VC["labels"], note=value), owner_references=[dict(VC["owner_references"][0], uid=value)])
+    for component in COMPONENTS:
+        plain, hostile = hosted_manifest(component, benign, SETTINGS), hosted_manifest(component, vc, SETTINGS)
+        assert shape(hostile) == shape(plain)
+        assert hostile["metadata"]["labels"]["note"] == value
+        assert hostile["metadata"]["ownerReferences"][0]["uid"] == value
+
+
+def test_persistent_etcd_gets_a_claim_template_instead_of_an_empty_dir():
+    manifest = hosted_manifest("etcd", VC, dict(SETTINGS, storage_class="fast", storage_size="5Gi"))
+    (claim,) = manifest["spec"]["volumeClaimTemplates"]
+    assert claim["spec"]["storageClassName"] == "fast"
+    assert claim["spec"]["resources"]["requests"]["storage"] == "5Gi"
+    assert all(v["name"] != "data" for v in manifest["spec"]["template"]["spec"]["volumes"])
+
+
+def test_an_unknown_component_is_refused():
+    with pytest.raises(AnsibleFilterError, match="unknown component"):
+        hosted_manifest("kube-proxy", VC, SETTINGS)

@@ -1,0 +1,59 @@
+"""Requests that bypass admission (plain playbook, AWX) are checked as the CRD would check them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible_collections.kosmos.kubenest.plugins.filter.virtualcluster_problems import virtualcluster_problems
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils import references
+
+CRD = Path(__file__).resolve().parents[3] / "deploy" / "crds" / "kosmos.io_virtualclusters.yaml"
+
+GOOD = {"namespace": "tenants", "name": "vc1", "state": "present",
+        "spec": {"imageRepository": "registry.example.com:5000/kube", "kubernetesVersion": "v1.36.3",
+                 "externalIP": "192.0.2.10"}}
+
+
+def test_a_good_request_has_no_problems():
+    assert virtualcluster_problems(GOOD) == []
+    assert virtualcluster_problems(dict(GOOD, spec={})) == []
+    assert virtualcluster_problems(GOOD, ["registry.example.com:5000"]) == []
+
+
+@pytest.mark.parametrize("change,expected", [
+    ({"name": "1vc"}, "name must be a DNS label"),
+    ({"name": "a" * 41}, "at most 40"),
+    ({"namespace": "Tenants"}, "namespace must be a DNS label"),
+    ({"state": "gone"}, "state must be present or absent"),
+    ({"spec": {"imageRepository": "{{ lookup('pipe', 'id') }}"}}, "imageRepository must be"),
+    ({"spec": {"imageRepository": "kubenest.local\n  hostPID: true"}}, "imageRepository must be"),
+    ({"spec": {"kubernetesVersion": "v1.36.3\nx"}}, "kubernetesVersion must"),
+    ({"spec": {"externalIP": "192.0.2.1; id"}}, "externalIP must be an IP"),
+    ({"spec": "text"}, "spec must be a mapping"),
+])
+def test_each_problem_is_named(change, expected):
+    problems = virtualcluster_problems(dict(GOOD, **change))
+    assert len(problems) == 1 and expected in problems[0]
+
+
+def test_registries_outside_the_allow_list_are_refused_including_the_default():
+    (problem,) = virtualcluster_problems(GOOD, ["kubenest.local"])
+    assert "not from an allowed registry (kubenest.local)" in problem
+    assert virtualcluster_problems(dict(GOOD, spec={}), ["kubenest.local"]) == []
+    assert virtualcluster_problems(dict(GOOD, spec={}), ["other.example"]) != []
+
+
+def test_not_a_mapping():
+    assert virtualcluster_problems(None) == ["virtualcluster must be a mapping with namespace, name, state and spec"]
+
+
+def test_the_crd_and_the_playbook_check_the_same_patterns():
+    schema = yaml.safe_load(CRD.read_text())["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+    spec = schema["spec"]["properties"]
+    assert spec["imageRepository"]["pattern"] == references.IMAGE_REPOSITORY
+    assert spec["imageRepository"]["maxLength"] == references.IMAGE_REPOSITORY_MAX
+    assert spec["kubernetesVersion"]["pattern"] == references.KUBERNETES_VERSION
+    assert schema["metadata"]["properties"]["name"]["pattern"] == references.DNS_1035_LABEL
+    assert schema["metadata"]["properties"]["name"]["maxLength"] == references.VIRTUAL_CLUSTER_NAME_MAX
