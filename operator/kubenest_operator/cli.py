@@ -16,6 +16,7 @@ from kubernetes.client.rest import ApiException
 from . import __version__
 from .extravars import load_site_vars
 from .kube import kubeconfig_path
+from .runs import RunDirs, UnsafeRunsDir
 from .settings import DEFAULT_PEERING, Config, default_playbook_dir, default_runs_dir
 
 log = logging.getLogger("kubenest_operator")
@@ -56,6 +57,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--playbook-dir", type=Path, default=None,
                    help="directory holding virtualcluster.yml (default: the installed kosmos.kubenest playbooks)")
     p.add_argument("--max-parallel", type=positive_int, default=4, help="playbook runs at once (default 4)")
+    p.add_argument("--max-parallel-per-namespace", type=positive_int, default=None, metavar="N",
+                   help="playbook runs at once for one namespace (default: half of --max-parallel, at least 1)")
     peer = p.add_mutually_exclusive_group()
     peer.add_argument("--peering", default=DEFAULT_PEERING,
                       help=f"ClusterKopfPeering shared by the replicas (default {DEFAULT_PEERING})")
@@ -94,6 +97,8 @@ def config_from_args(args: argparse.Namespace) -> Config:
         namespaces=tuple(args.namespace),
         playbook_dir=(args.playbook_dir or default_playbook_dir()).resolve(),
         max_parallel=args.max_parallel,
+        max_parallel_per_namespace=min(args.max_parallel, args.max_parallel_per_namespace
+                                       or max(1, args.max_parallel // 2)),
         peering=None if args.standalone else args.peering,
         priority=args.priority,
         artifacts_keep=args.artifacts_keep,
@@ -128,6 +133,11 @@ def main(argv: list[str] | None = None) -> int:
         except (OSError, ValueError, yaml.YAMLError) as exc:
             log.error("--site-vars %s: %s", config.site_vars, exc)
             return 2
+    try:
+        RunDirs(config.runs_dir, config.artifacts_keep).ensure_private()
+    except (OSError, UnsafeRunsDir) as exc:
+        log.error("--runs-dir: %s", exc)
+        return 2
     if not (config.playbook_dir / config.playbook).is_file():
         log.error("no %s in %s (see --playbook-dir)", config.playbook, config.playbook_dir)
         return 2

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 
 import kubernetes
@@ -10,6 +9,7 @@ import kubernetes
 from .kube import Api, load_configuration
 from .runs import PlaybookRunner, RunDirs
 from .settings import Config, collections_path
+from .slots import RunSlots
 
 
 @dataclass
@@ -18,7 +18,7 @@ class Context:
     configuration: kubernetes.client.Configuration
     api: Api
     runner: PlaybookRunner
-    slots: asyncio.Semaphore  # at most --max-parallel playbook runs at once
+    slots: RunSlots  # --max-parallel runs at once, --max-parallel-per-namespace of one namespace
 
     @classmethod
     def create(cls, config: Config) -> Context:
@@ -29,7 +29,8 @@ class Context:
         runner = PlaybookRunner(playbook_dir=config.playbook_dir, run_dirs=run_dirs,
                                 collections_path=collections_path(), max_parallel=config.max_parallel,
                                 timeout=config.run_timeout)
-        return cls(config, configuration, Api(configuration), runner, asyncio.Semaphore(config.max_parallel))
+        return cls(config, configuration, Api(configuration), runner,
+                   RunSlots(config.max_parallel, config.max_parallel_per_namespace))
 
     def close(self) -> None:
         self.runner.shutdown()

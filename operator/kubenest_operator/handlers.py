@@ -91,18 +91,19 @@ async def _set_ready(ctx: Context, body: kopf.Body, status: str, reason: str, me
 
 @contextlib.asynccontextmanager
 async def runner_slot(ctx: Context, body: kopf.Body) -> AsyncIterator[None]:
-    """One of the --max-parallel slots, held from the run's start until its outcome is in the status."""
+    """A run slot, held from the run's start until its outcome is in the status."""
+    namespace = body.metadata.namespace
     # Checking and taking a free slot happen without a suspension point in between, so a VirtualCluster
     # that has to wait always says so.
-    if ctx.slots.locked():
+    if ctx.slots.busy(namespace):
         with contextlib.suppress(ApiException):
-            await ctx.api.patch_virtualcluster_status(body.metadata.namespace, body.metadata.name,
+            await ctx.api.patch_virtualcluster_status(namespace, body.metadata.name,
                                                       st.queued((body.get("status") or {}).get("phase")))
-    await ctx.slots.acquire()
+    await ctx.slots.acquire(namespace)
     try:
         yield
     finally:
-        ctx.slots.release()
+        ctx.slots.release(namespace)
 
 
 async def execute(ctx: Context, body: kopf.Body, state: str, phase: str, logger: logging.Logger) -> Run:

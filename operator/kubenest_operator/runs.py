@@ -23,6 +23,7 @@ import logging
 import os
 import secrets
 import shutil
+import stat
 import sys
 import threading
 import time
@@ -77,6 +78,23 @@ def local_inventory(tmp_dir: Path) -> dict[str, Any]:
                                             "ansible_remote_tmp": str(tmp_dir / "remote")}}}}
 
 
+class UnsafeRunsDir(RuntimeError):
+    """The runs directory could be read or changed by someone else."""
+
+
+def strip_run_dir(path: Path) -> None:
+    """After a run only its artifacts (events, output; kept for --artifacts-keep runs) stay: the inputs
+    (env/extravars), the inventory and the module files with their arguments (tmp/) go at once."""
+    for entry in path.iterdir():
+        if entry.name in ("artifacts", LOCK_FILE):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                entry.unlink()
+
+
 class RunDirs:
     """Run directories under `base`, newest `keep` finished ones retained."""
 
@@ -84,9 +102,25 @@ class RunDirs:
         self.base = Path(base)
         self.keep = max(0, keep)
 
+    def ensure_private(self) -> None:
+        """The base directory exists, is a real directory of this user and nobody else may write to it:
+        run directories hold the inputs of playbook runs, and a directory planted by another user (the
+        default name is predictable) would let them read or swap those."""
+        self.base.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            self.base.mkdir(mode=0o700)
+        info = os.lstat(self.base)
+        if not stat.S_ISDIR(info.st_mode):
+            raise UnsafeRunsDir(f"{self.base} is not a directory (a symlink?); refusing to run playbooks in it")
+        if info.st_uid != os.getuid():
+            raise UnsafeRunsDir(f"{self.base} belongs to uid {info.st_uid}, not to this user ({os.getuid()}); "
+                                "remove it or choose another --runs-dir")
+        if info.st_mode & 0o077:
+            os.chmod(self.base, 0o700)  # ours, but too open: close it before use
+
     def create(self, run_id: str) -> tuple[Path, int]:
         """A new private data dir and the fd whose flock marks it live; close the fd to finish the run."""
-        self.base.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.ensure_private()
         path = self.base / f"{RUN_PREFIX}{run_id}"
         path.mkdir(mode=0o700)
         fd = os.open(path / LOCK_FILE, os.O_CREAT | os.O_RDWR, 0o600)
@@ -220,6 +254,7 @@ class PlaybookRunner:
             if leftovers:  # after a cancel or a timeout: the workers and the task they were running
                 log.info("run %s: ending %d left-over process(es)", run_id, len(leftovers))
                 end_processes(leftovers)
+            strip_run_dir(path)
             os.close(lock_fd)
             self.run_dirs.prune()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +43,12 @@ def default_playbook_dir() -> Path:
 
 
 def default_runs_dir() -> Path:
-    return Path(tempfile.gettempdir()) / "kubenest-operator-runs"
+    """Under the user's runtime directory when there is one; otherwise a per-user name in the temp dir
+    (RunDirs refuses it unless this user owns it and nobody else may write to it)."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and Path(runtime).is_dir():
+        return Path(runtime) / "kubenest-operator-runs"
+    return Path(tempfile.gettempdir()) / f"kubenest-operator-runs-{os.getuid()}"
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,8 @@ class Config:
     playbook_dir: Path = field(default_factory=default_playbook_dir)
     playbook: str = PLAYBOOK
     max_parallel: int = 4
+    # Of those, at most this many for VirtualClusters of one namespace.
+    max_parallel_per_namespace: int = 2
     peering: str | None = DEFAULT_PEERING  # None: standalone
     priority: int | None = None  # None: by seniority, see peering.py
     peering_settle: float = 3.0

@@ -60,6 +60,8 @@ def etcd_statefulset(vc, image, advertise_ip, node_selector=None, tolerations=No
     pod["volumes"] = [secret_volume("pki", "%s-etcd-pki" % vc.name, ["ca.crt", "server.crt", "server.key"])]
     extra = {"serviceName": name}
     if storage_class:
+        # The claims go with the StatefulSet (which goes with the VirtualCluster): no tenant data left behind.
+        extra["persistentVolumeClaimRetentionPolicy"] = {"whenDeleted": "Delete", "whenScaled": "Retain"}
         extra["volumeClaimTemplates"] = [{
             "metadata": {"name": "data"},
             "spec": {"accessModes": ["ReadWriteOnce"],

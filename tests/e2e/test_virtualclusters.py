@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import base64
+import json
 import subprocess
 import sys
 import time
 
 import pytest
+import yaml
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
@@ -42,7 +44,9 @@ def operator(host_cluster, tmp_path_factory):
     if sandbox_operator:  # one operator at a time; the test's own can be killed at will
         run_python("-m", "sandbox.operator", "stop")
     ensure_namespace(api, NS)
-    proc = OperatorProcess(kubeconfig, tmp_path_factory.mktemp("operator")).start()
+    log_dir = tmp_path_factory.mktemp("operator")
+    proc = OperatorProcess(kubeconfig, log_dir, "--runs-dir", str(log_dir / "runs")).start()
+    proc.runs_dir = log_dir / "runs"
     yield proc, api
     leftovers = k8s.CustomObjectsApi(api).list_namespaced_custom_object("kosmos.io", "v1alpha1", NS, "virtualclusters")
     for vc in leftovers["items"]:
@@ -87,6 +91,29 @@ def test_virtual_cluster_becomes_ready_and_the_tenant_can_use_it(operator):
     names = {ns.metadata.name for ns in core.list_namespace().items}
     assert names == {"default", "kube-node-lease", "kube-public", "kube-system", "team-a"}
     assert _counts(api, "alpha") == EXPECTED
+
+
+def test_no_run_artifact_and_no_status_holds_key_material(operator):
+    """After alpha's runs: the tenant's private keys appear nowhere in what the operator keeps."""
+    proc, api = operator
+    core = k8s.CoreV1Api(api)
+    secrets = {name: core.read_namespaced_secret(name, NS).data
+               for name in ("alpha-pki", "alpha-etcd-pki", "alpha-admin-kubeconfig")}
+    kubeconfig = yaml.safe_load(base64.b64decode(secrets["alpha-admin-kubeconfig"]["kubeconfig"]))
+    keys = [value for data in secrets.values() for key, value in data.items() if key.endswith(".key")]
+    keys.append(kubeconfig["users"][0]["user"]["client-key-data"])
+    needles = {b"PRIVATE KEY"}
+    for value in keys:
+        needles.add(value.encode()[-64:])  # base64, as stored
+        pem_body = [line for line in base64.b64decode(value).splitlines() if not line.startswith(b"-----")]
+        needles |= set(pem_body[1:-1])  # whole base64 lines of the key itself
+    files = [p for p in proc.runs_dir.rglob("*") if p.is_file()]
+    assert any(p.name == "stdout" for p in files)  # the artifacts are there to be searched
+    assert not [p for p in files if p.parent.name in ("env", "tmp", "inventory")]  # inputs go after each run
+    found = {str(p.relative_to(proc.runs_dir)) for p in files for n in needles if n in p.read_bytes()}
+    assert not found, f"key material in {sorted(found)}"
+    status = json.dumps(get_vc(api, NS, "alpha")["status"]).encode()
+    assert not [n for n in needles if n in status]
 
 
 def _rejected(client_api) -> bool:

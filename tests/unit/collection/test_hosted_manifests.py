@@ -105,6 +105,7 @@ def test_persistent_etcd_gets_a_claim_template_instead_of_an_empty_dir():
     (claim,) = manifest["spec"]["volumeClaimTemplates"]
     assert claim["spec"]["storageClassName"] == "fast"
     assert claim["spec"]["resources"]["requests"]["storage"] == "5Gi"
+    assert manifest["spec"]["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Delete"
     assert all(v["name"] != "data" for v in manifest["spec"]["template"]["spec"]["volumes"])
 
 

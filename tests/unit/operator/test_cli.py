@@ -47,3 +47,10 @@ def test_allowed_registries_are_collected():
     cfg = config("--allowed-registry", "kubenest.local", "--allowed-registry", "registry.example.com:5000",
                  kubeconfig="kc")
     assert cfg.allowed_registries == ("kubenest.local", "registry.example.com:5000")
+
+
+def test_runs_per_namespace_default_to_half_and_never_exceed_the_total():
+    assert config(kubeconfig="kc").max_parallel_per_namespace == 2
+    assert config("--max-parallel", "1", kubeconfig="kc").max_parallel_per_namespace == 1
+    assert config("--max-parallel", "3", "--max-parallel-per-namespace", "9",
+                  kubeconfig="kc").max_parallel_per_namespace == 3

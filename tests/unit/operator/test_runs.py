@@ -9,8 +9,19 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from kubenest_operator.processes import end_processes, processes_of
-from kubenest_operator.runs import RunDirs, local_inventory, new_run_id, run_environment, scrub_command_env
+from kubenest_operator.runs import (
+    RunDirs,
+    UnsafeRunsDir,
+    local_inventory,
+    new_run_id,
+    run_environment,
+    scrub_command_env,
+    strip_run_dir,
+)
+from kubenest_operator.settings import default_runs_dir
 
 
 def finish(fd: int) -> None:
@@ -131,3 +142,44 @@ def test_processes_of_abandoned_runs_are_ended_and_those_of_live_runs_kept(tmp_p
             proc.kill()
             proc.wait()
         finish(live_fd)
+
+
+def test_a_runs_dir_that_is_a_symlink_or_someone_elses_is_refused(tmp_path):
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (tmp_path / "link").symlink_to(target)
+    with pytest.raises(UnsafeRunsDir, match="not a directory"):
+        RunDirs(tmp_path / "link", keep=1).create(new_run_id("ns", "vc"))
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, 65534, 65534)
+    with pytest.raises(UnsafeRunsDir, match="belongs to uid 65534"):
+        RunDirs(theirs, keep=1).create(new_run_id("ns", "vc"))
+    assert list(theirs.iterdir()) == [] and list(target.iterdir()) == []
+
+
+def test_an_own_runs_dir_that_is_too_open_is_closed(tmp_path):
+    base = tmp_path / "runs"
+    base.mkdir(mode=0o777)
+    os.chmod(base, 0o777)
+    _path, fd = RunDirs(base, keep=1).create(new_run_id("ns", "vc"))
+    finish(fd)
+    assert base.stat().st_mode & 0o777 == 0o700
+
+
+def test_the_default_runs_dir_is_per_user(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    assert default_runs_dir() == tmp_path / "kubenest-operator-runs"
+    monkeypatch.delenv("XDG_RUNTIME_DIR")
+    assert default_runs_dir().name == f"kubenest-operator-runs-{os.getuid()}"
+
+
+def test_after_a_run_only_its_artifacts_stay(tmp_path):
+    path, fd = RunDirs(tmp_path / "runs", keep=1).create(new_run_id("ns", "vc"))
+    for name in ("env/extravars", "inventory/hosts", "tmp/remote/AnsiballZ_k8s.py", "artifacts/x/stdout"):
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
+        (path / name).write_text("x")
+    strip_run_dir(path)
+    finish(fd)
+    assert sorted(p.name for p in path.iterdir()) == [".lock", "artifacts"]
+    assert (path / "artifacts" / "x" / "stdout").is_file()

@@ -1,0 +1,89 @@
+"""The real virtualcluster playbook on a real API server: planted objects are refused, never taken over,
+and deletion removes only what the virtual cluster owns."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import kubernetes
+import pytest
+from kubernetes.client.rest import ApiException
+
+from kubenest_operator.extravars import dump_unsafe
+
+REPO = Path(__file__).resolve().parents[3]
+ANSIBLE_PLAYBOOK = str(Path(sys.executable).parent / "ansible-playbook")
+NS, UID = "owned-tests", "6f1c7c1e-0000-4000-8000-000000000001"
+LABELS = {"app.kubernetes.io/managed-by": "kosmos.kubenest", "kosmos.io/virtualcluster": "vc1"}
+
+
+@pytest.fixture(scope="module")
+def core(api_client, apiserver):
+    proc = subprocess.run([ANSIBLE_PLAYBOOK, str(REPO / "playbooks" / "install_crds.yml"),
+                           "-e", f"kubenest_admin_kubeconfig={apiserver.kubeconfig}"],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    api = kubernetes.client.CoreV1Api(api_client)
+    try:
+        api.create_namespace(kubernetes.client.V1Namespace(metadata=kubernetes.client.V1ObjectMeta(name=NS)))
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+    return api
+
+
+def run_playbook(tmp_path, apiserver, state):
+    extravars = tmp_path / "vc.yml"
+    extravars.write_text(dump_unsafe({
+        "kubenest_host_kubeconfig": str(apiserver.kubeconfig),
+        "virtualcluster": {"namespace": NS, "name": "vc1", "uid": UID, "state": state, "spec": {}},
+    }))
+    return subprocess.run([ANSIBLE_PLAYBOOK, str(REPO / "playbooks" / "virtualcluster.yml"), "-e", f"@{extravars}"],
+                          capture_output=True, text=True, timeout=600, check=False)
+
+
+def secret(name, labels=None, owner_uid=None):
+    refs = None
+    if owner_uid:
+        refs = [kubernetes.client.V1OwnerReference(api_version="kosmos.io/v1alpha1", kind="VirtualCluster",
+                                                   name="vc1", uid=owner_uid, controller=True)]
+    return kubernetes.client.V1Secret(
+        metadata=kubernetes.client.V1ObjectMeta(name=name, namespace=NS, labels=labels, owner_references=refs),
+        string_data={"ca.crt": "planted", "ca.key": "planted"})
+
+
+def test_a_planted_secret_is_refused_by_name_and_left_alone(core, apiserver, tmp_path):
+    planted = core.create_namespaced_secret(NS, secret("vc1-pki", labels=LABELS))
+    try:
+        proc = run_playbook(tmp_path, apiserver, "present")
+        assert proc.returncode != 0
+        assert "[kubenest:permanent:NotOwned] Secret owned-tests/vc1-pki already exist" in proc.stdout
+        assert "planted" not in proc.stdout  # the listing of Secrets never shows their content
+        after = core.read_namespaced_secret("vc1-pki", NS)
+        assert after.metadata.resource_version == planted.metadata.resource_version
+        with pytest.raises(ApiException) as missing:  # nothing was created before the refusal
+            core.read_namespaced_service("vc1-etcd", NS)
+        assert missing.value.status == 404
+    finally:
+        core.delete_namespaced_secret("vc1-pki", NS)
+
+
+def test_deletion_removes_only_what_the_virtual_cluster_owns(core, apiserver, tmp_path):
+    core.create_namespaced_secret(NS, secret("vc1-pki", labels=LABELS, owner_uid=UID))
+    core.create_namespaced_secret(NS, secret("vc1-etcd-pki", labels=LABELS, owner_uid="someone-elses-uid"))
+    core.create_namespaced_secret(NS, secret("unrelated", labels=LABELS))
+    try:
+        proc = run_playbook(tmp_path, apiserver, "absent")
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        left = {s.metadata.name for s in core.list_namespaced_secret(NS).items}
+        assert "vc1-pki" not in left
+        assert {"vc1-etcd-pki", "unrelated"} <= left
+    finally:
+        for name in ("vc1-pki", "vc1-etcd-pki", "unrelated"):
+            try:
+                core.delete_namespaced_secret(name, NS)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise

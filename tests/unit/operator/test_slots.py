@@ -1,0 +1,57 @@
+"""Run slots: a global bound and a per-namespace bound."""
+
+from __future__ import annotations
+
+import asyncio
+
+from kubenest_operator.slots import RunSlots
+
+
+async def _scenario():
+    slots = RunSlots(total=3, per_namespace=1)
+    order = []
+
+    async def run(namespace, name, hold):
+        await slots.acquire(namespace)
+        order.append(f"start {name}")
+        await hold.wait()
+        order.append(f"end {name}")
+        slots.release(namespace)
+
+    holds = {name: asyncio.Event() for name in ("a1", "a2", "b1", "c1")}
+    tasks = [asyncio.create_task(run("a", "a1", holds["a1"])), asyncio.create_task(run("a", "a2", holds["a2"])),
+             asyncio.create_task(run("b", "b1", holds["b1"])), asyncio.create_task(run("c", "c1", holds["c1"]))]
+    await asyncio.sleep(0.05)
+    # a2 waits on its namespace's bound without holding a shared slot: b1 and c1 both got one.
+    assert order == ["start a1", "start b1", "start c1"]
+    assert slots.busy("a") and slots.busy("d")  # every shared slot is taken now
+    holds["b1"].set()
+    await asyncio.sleep(0.05)
+    assert "start a2" not in order and not slots.busy("b")
+    holds["a1"].set()
+    await asyncio.sleep(0.05)
+    assert order[-1] == "start a2"
+    holds["a2"].set()
+    holds["c1"].set()
+    await asyncio.gather(*tasks)
+    assert slots._namespaces == {}  # idle namespaces are forgotten
+
+
+def test_one_namespace_cannot_take_every_slot():
+    asyncio.run(_scenario())
+
+
+async def _cancelled_waiter_gives_back_its_namespace_slot():
+    slots = RunSlots(total=1, per_namespace=1)
+    await slots.acquire("a")
+    waiter = asyncio.create_task(slots.acquire("b"))  # holds b's own slot, waits for the shared one
+    await asyncio.sleep(0.01)
+    waiter.cancel()
+    await asyncio.gather(waiter, return_exceptions=True)
+    slots.release("a")
+    await asyncio.wait_for(slots.acquire("b"), 1)
+    slots.release("b")
+
+
+def test_a_cancelled_waiter_gives_back_its_namespace_slot():
+    asyncio.run(_cancelled_waiter_gives_back_its_namespace_slot())
