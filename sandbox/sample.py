@@ -42,9 +42,16 @@ def main() -> int:
         got = kubectl(kubeconfig, "-n", ns, "get", "vc", name, "-o", "yaml")
         vc = yaml.safe_load(got.stdout) if got.returncode == 0 else {}
         ready = [c for c in (vc.get("status") or {}).get("conditions") or [] if c["type"] == "Ready"]
-        if ready and ready[0]["status"] == "True" and vc["spec"].get("kubeconfig"):
+        ref = (vc.get("status") or {}).get("kubeconfigSecretRef")
+        if ready and ready[0]["status"] == "True" and ref:
+            secret = kubectl(kubeconfig, "-n", ns, "get", "secret", ref["name"], "-o",
+                             f"jsonpath={{.data.{ref['key']}}}")
+            if secret.returncode != 0 or not secret.stdout.strip():
+                time.sleep(2)
+                continue
             out = sb.state_dir / "sample.kubeconfig"
-            out.write_bytes(base64.b64decode(vc["spec"]["kubeconfig"]))
+            out.touch(mode=0o600)
+            out.write_bytes(base64.b64decode(secret.stdout.strip()))
             out.chmod(0o600)
             print(f"VirtualCluster {ns}/{name} is Ready at {vc['status'].get('endpoint')}")
             print(f"  its kubeconfig: {out}")

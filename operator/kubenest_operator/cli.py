@@ -86,6 +86,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--allowed-registry", action="append", default=[], metavar="HOST[:PORT]", dest="allowed_registries",
                    type=registry,
                    help="a registry VirtualClusters may take images from (repeat; default: any)")
+    p.add_argument("--spec-kubeconfig", action="store_true",
+                   help="compatibility: also write the admin kubeconfig into spec.kubeconfig (restored if changed)")
     p.add_argument("--liveness", metavar="URL", help="serve a liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
     p.add_argument("--verbose", "-v", action="store_true", help="debug logging")
     return p
@@ -113,6 +115,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         resync_interval=args.resync_interval,
         site_vars=args.site_vars.resolve() if args.site_vars else None,
         allowed_registries=tuple(args.allowed_registries),
+        spec_kubeconfig=args.spec_kubeconfig,
     )
 
 
@@ -143,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     # Imported for their kopf handlers, registered on kopf's default registry.
-    from . import activities, globalnodes, handlers  # noqa: F401
+    from . import activities, globalnodes, handlers, spec_kubeconfig  # noqa: F401
     from .context import Context
     from .peering import claim_priority, own_identity
 

@@ -19,6 +19,7 @@ from typing import Any
 import kopf
 from kubernetes.client.rest import ApiException
 
+from . import spec_kubeconfig
 from . import status as st
 from .context import Context
 from .errors import backoff, summarize
@@ -26,8 +27,6 @@ from .extravars import build_extravars, desired_spec, load_site_vars, plain
 from .kube import GROUP, VERSION, VIRTUALCLUSTERS, is_status
 from .progress import RunTracker
 from .runs import RunOutcome, new_run_id
-
-WRITE_BACK_ATTEMPTS = 5
 
 
 @dataclass
@@ -138,35 +137,6 @@ async def execute(ctx: Context, body: kopf.Body, state: str, phase: str, logger:
     return Run(run_id, started_at, tracker, outcome, playbook)
 
 
-async def _write_back_kubeconfig(ctx: Context, body: kopf.Body, value: str) -> int | None:
-    """Put the kubeconfig into spec.kubeconfig; returns the generation the status now describes.
-
-    The write bumps metadata.generation. If the rest of the spec is still the one the run converged, the
-    new generation is reconciled too; if someone changed the spec meanwhile, the run's generation is,
-    and kopf will hand the newer spec to the next run.
-    """
-    namespace, name = body.metadata.namespace, body.metadata.name
-    ran_spec, ran_generation = desired_spec(body.get("spec")), body.metadata.get("generation")
-    for _attempt in range(WRITE_BACK_ATTEMPTS):
-        try:
-            current = await ctx.api.get_virtualcluster(namespace, name)
-            unchanged = desired_spec(current.get("spec")) == ran_spec
-            if (current.get("spec") or {}).get("kubeconfig") != value:
-                # resourceVersion makes this a compare-and-swap: a concurrent spec edit gets a 409, not lost.
-                current = await ctx.api.patch_virtualcluster(namespace, name, {
-                    "metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
-                    "spec": {"kubeconfig": value}})
-        except ApiException as exc:
-            if exc.status == 409:
-                continue
-            # The response could echo the request; keep the message to the status code.
-            raise kopf.TemporaryError(f"writing spec.kubeconfig failed: HTTP {exc.status} {exc.reason}",
-                                      delay=ctx.config.backoff_base) from None
-        return current["metadata"].get("generation") if unchanged else ran_generation
-    raise kopf.TemporaryError("writing spec.kubeconfig kept conflicting with other writers",
-                              delay=ctx.config.backoff_base)
-
-
 async def _retry_later(ctx: Context, body: kopf.Body, run: Run, retry: int, message: str, reason: str,
                        delay: float | None = None) -> kopf.TemporaryError:
     delay = backoff(retry, ctx.config.backoff_base, ctx.config.backoff_max) if delay is None else delay
@@ -195,7 +165,8 @@ async def _complete(ctx: Context, body: kopf.Body, run: Run, retry: int, logger:
     if not value:
         raise await _retry_later(ctx, body, run, retry, f"Secret {namespace}/{secret_name} has no key {secret_key}",
                                  "KubeconfigMissing")
-    generation = await _write_back_kubeconfig(ctx, body, value)
+    generation = await spec_kubeconfig.write(ctx, namespace, name, value if ctx.config.spec_kubeconfig else None,
+                                             desired_spec(body.get("spec")), body.metadata.get("generation"))
     nodes = st.node_entries(result.get("nodes") or [])
     wanted = _int(result.get("nodesWanted"))
     ready = sum(1 for node in nodes if node["ready"])

@@ -79,6 +79,8 @@ class Config:
     site_vars: Path | None = None
     # Registries (host[:port]) control-plane images may come from; empty: any.
     allowed_registries: tuple[str, ...] = ()
+    # Compatibility with the reference design: also keep the admin kubeconfig in spec.kubeconfig.
+    spec_kubeconfig: bool = False
 
 
 def apply_kopf_settings(settings: kopf.OperatorSettings, config: Config) -> None:

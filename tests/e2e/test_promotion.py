@@ -124,7 +124,7 @@ def test_seed_cr_promotes_a_worker_that_serves_the_tenant(promoting):
     assert status["nodes"] == [{"name": "kn-w1", "ip": "198.18.0.12", "ready": True}]
     assert condition(vc, "NodesReady")["status"] == "True"
 
-    tenant, _cfg = tenant_client(vc)
+    tenant, _cfg = tenant_client(vc, api)
     nodes = k8s.CoreV1Api(tenant).list_node().items
     assert [n.metadata.name for n in nodes] == ["kn-w1"]
     assert nodes[0].metadata.labels["kosmos.io/globalnode"] == "kn-w1"
@@ -147,7 +147,7 @@ def test_seed_cr_promotes_a_worker_that_serves_the_tenant(promoting):
 def test_delete_returns_the_node_clean(promoting):
     sb, api = promoting
     vc = get_vc(api, NS, "seed") or wait_ready(api, NS, "seed", timeout=900)
-    tenant, _cfg = tenant_client(vc)
+    tenant, _cfg = tenant_client(vc, api)
     cluster_ip = k8s.CoreV1Api(tenant).read_namespaced_service("web", "default").spec.cluster_ip
     seconds = delete_vc(api, NS, "seed", timeout=600)
     print(f"\nseed deleted, node returned, in {seconds:.0f}s")

@@ -69,10 +69,8 @@ def test_virtual_cluster_becomes_ready_and_the_tenant_can_use_it(operator):
     status = vc["status"]
     assert status["phase"] == "Completed"
     assert status["endpoint"].startswith("https://")
-    secret = k8s.CoreV1Api(api).read_namespaced_secret(status["kubeconfigSecretRef"]["name"], NS)
-    assert base64.b64decode(vc["spec"]["kubeconfig"]) == base64.b64decode(
-        secret.data[status["kubeconfigSecretRef"]["key"]])
-    tenant, _config = tenant_client(vc)
+    assert "kubeconfig" not in vc["spec"]  # the credential stays in the Secret the status names
+    tenant, _config = tenant_client(vc, api)
     core = k8s.CoreV1Api(tenant)
     core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name="team-a")))
     k8s.ApiextensionsV1Api(tenant).create_custom_resource_definition({
@@ -131,15 +129,15 @@ def test_two_virtual_clusters_side_by_side_are_isolated(operator, host_cluster):
     create_vc(api, NS, "beta", {})  # same namespace as alpha: names must not collide
     beta = wait_ready(api, NS, "beta")
     alpha = get_vc(api, NS, "alpha") or wait_ready(api, NS, "alpha")
-    alpha_api, alpha_cfg = tenant_client(alpha)
-    beta_api, beta_cfg = tenant_client(beta)
+    alpha_api, alpha_cfg = tenant_client(alpha, api)
+    beta_api, beta_cfg = tenant_client(beta, api)
     for client_api, cfg, other_server in ((alpha_api, alpha_cfg, beta["status"]["endpoint"]),
                                           (beta_api, beta_cfg, alpha["status"]["endpoint"]),
                                           (alpha_api, alpha_cfg, api.configuration.host)):
         client_api.configuration.host = other_server
         assert _rejected(client_api), f"{cfg['clusters'][0]['name']} credentials accepted by {other_server}"
     # and the tenant sees nothing of the host
-    beta_api, _cfg = tenant_client(beta)
+    beta_api, _cfg = tenant_client(beta, api)
     assert NS not in {ns.metadata.name for ns in k8s.CoreV1Api(beta_api).list_namespace().items}
     assert k8s.CoreV1Api(beta_api).list_node().items == []
 

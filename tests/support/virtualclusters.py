@@ -127,9 +127,16 @@ def labelled_objects(api, namespace: str, name: str) -> dict[str, list[str]]:
     return {kind: sorted(o.metadata.name for o in lister().items) for kind, lister in dyn.items()}
 
 
-def tenant_client(vc: dict):
-    """An API client from the kubeconfig the operator wrote back into spec.kubeconfig."""
-    raw = base64.b64decode(vc["spec"]["kubeconfig"])
+def tenant_client(vc: dict, api=None):
+    """An API client from the virtual cluster's admin kubeconfig: from the Secret its status names (read
+    with the host client `api`), or from spec.kubeconfig where the operator writes it (--spec-kubeconfig)."""
+    if api is not None:
+        ref = vc["status"]["kubeconfigSecretRef"]
+        secret = k8s.CoreV1Api(api).read_namespaced_secret(ref["name"], vc["metadata"]["namespace"])
+        encoded = secret.data[ref["key"]]
+    else:
+        encoded = vc["spec"]["kubeconfig"]
+    raw = base64.b64decode(encoded)
     with tempfile.NamedTemporaryFile("wb", suffix=".kubeconfig", delete=False) as fh:
         fh.write(raw)
     try:

@@ -46,7 +46,7 @@ def test_killed_during_create_and_restarted_completes_without_duplicates(kube, o
     assert kube.runs(ns, "eta")["present"] == 2
     assert kube.labelled("ConfigMap", ns, "eta") == ["eta-controlplane"]
     assert kube.labelled("Secret", ns, "eta") == ["eta-admin-kubeconfig"]
-    assert vc["spec"]["kubeconfig"]
+    assert vc["status"]["kubeconfigSecretRef"]["name"] == "eta-admin-kubeconfig"
     assert vc["status"]["observedGeneration"] == vc["metadata"]["generation"]
 
 
