@@ -116,9 +116,14 @@ class ExecResult:
     extra: dict = field(default_factory=dict)
 
 
+# Output of one command the controller keeps in memory (stdout and stderr together).
+MAX_OUTPUT = 256 * 1024 * 1024
+
+
 class AgentClient:
-    def __init__(self, transport):
+    def __init__(self, transport, max_output: int = MAX_OUTPUT):
         self.transport = transport
+        self.max_output = max_output
         self._ids = itertools.count(1)
 
     def __enter__(self):
@@ -182,6 +187,11 @@ class AgentClient:
         while True:
             frame, payload = self._next(op_id)
             op = frame["op"]
+            if op in ("stdout", "stderr") and len(out) + len(err) + len(payload) > self.max_output:
+                # A node must not be able to fill the controller's memory: stop the command instead.
+                self._send({"op": "cancel", "id": op_id})
+                raise AgentOpError("output_too_large", f"the command wrote more than {self.max_output} bytes of "
+                                   "output; it was stopped (redirect large output to a file and fetch it)")
             if op == "stdout":
                 out += payload
                 if on_stdout:

@@ -120,9 +120,13 @@ class PutOp:
             raise ProtocolError("checksum_mismatch", f"sha256 {digest} does not match sender's {expected}", self.id)
         existing = None
         try:
-            existing = os.stat(self.path)
+            existing = os.lstat(self.path)
         except FileNotFoundError:
             pass
+        if existing is not None and not stat.S_ISREG(existing.st_mode):
+            # A symlink (or anything else) is replaced, not written through: its target's owner and mode
+            # are no business of the new file (a symlink's own mode reads 0777).
+            existing = None
         mode = self.mode if self.mode is not None else (stat.S_IMODE(existing.st_mode) if existing else DEFAULT_MODE)
         uid = self.uid if self.uid is not None else (existing.st_uid if existing else -1)
         gid = self.gid if self.gid is not None else (existing.st_gid if existing else -1)
@@ -184,14 +188,20 @@ class FetchOp:
         self.size = 0
 
     async def start(self) -> None:
+        # Non-blocking open: opening a FIFO for reading would otherwise wait for a writer, and with it the
+        # whole agent. Only regular files are sent; reads run in a thread, off the event loop.
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError as exc:
             raise _os_error(exc, f"cannot open {os.fsdecode(self.path)}", self.id) from None
         st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
+        if not stat.S_ISREG(st.st_mode):
             os.close(fd)
-            raise ProtocolError("is_directory", f"{os.fsdecode(self.path)} is a directory", self.id)
+            if stat.S_ISDIR(st.st_mode):
+                raise ProtocolError("is_directory", f"{os.fsdecode(self.path)} is a directory", self.id)
+            raise ProtocolError("not_regular", f"{os.fsdecode(self.path)} is not a regular file "
+                                "(a FIFO, socket or device); only regular files are fetched", self.id)
+        os.set_blocking(fd, True)
         await self.session.send({"op": "meta", "id": self.id, "size": st.st_size, "mode": stat.S_IMODE(st.st_mode)})
         self.task = asyncio.create_task(self._stream(fd))
 
@@ -200,7 +210,7 @@ class FetchOp:
         status = "ok"
         try:
             with os.fdopen(fd, "rb", buffering=0) as fh:
-                while chunk := fh.read(CHUNK_SIZE):
+                while chunk := await asyncio.to_thread(fh.read, CHUNK_SIZE):
                     hasher.update(chunk)
                     self.size += len(chunk)
                     await self.session.send({"op": "data", "id": self.id}, chunk)

@@ -14,6 +14,7 @@ from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
 from . import __version__, audit
+from .admission import HandshakeGate
 from .inflight import InflightJournal
 from .ops_exec import ExecOp
 from .ops_files import FetchOp, PutOp
@@ -24,7 +25,8 @@ from .warm_python import WarmRunners
 log = logging.getLogger(__name__)
 OP_CLASSES = {"exec": ExecOp, "put": PutOp, "fetch": FetchOp}
 MAX_OPS_PER_CONNECTION = 64
-TLS_HANDSHAKE_TIMEOUT_S = 10
+# An honest client finishes in milliseconds; a silent one should not hold its slot for long.
+TLS_HANDSHAKE_TIMEOUT_S = 5
 
 
 class Session:
@@ -115,12 +117,25 @@ class TLSGatedConnection(ServerConnection):
     """
 
     agent: Agent
+    upgraded = False
+
+    def connection_lost(self, exc) -> None:
+        # A connection refused or failed before the upgrade never became a websocket connection: there is
+        # nothing to tear down (websockets' teardown would fail on the state it never set up).
+        if self.upgraded:
+            super().connection_lost(exc)
 
     def connection_made(self, transport) -> None:
+        peer = transport.get_extra_info("peername")
+        host = str(peer[0]) if peer else "?"
+        if not self.agent.handshakes.admit(host):
+            transport.abort()  # before any TLS state exists: a flood costs nothing but the accept
+            self.agent.handshakes.discarded()
+            return
         transport.pause_reading()
-        asyncio.get_running_loop().create_task(self._upgrade(transport))
+        self.agent.track(asyncio.get_running_loop().create_task(self._upgrade(transport, host)))
 
-    async def _upgrade(self, transport) -> None:
+    async def _upgrade(self, transport, host: str) -> None:
         loop = asyncio.get_running_loop()
         peer = transport.get_extra_info("peername")
         addr = f"{peer[0]}:{peer[1]}" if peer else "?"
@@ -132,7 +147,11 @@ class TLSGatedConnection(ServerConnection):
                       or type(exc).__name__)
             audit.record("refused", addr=addr, reason=f"TLS handshake failed: {reason}")
             transport.abort()
+            self.agent.handshakes.discarded()
             return
+        finally:
+            self.agent.handshakes.done(host)
+        self.upgraded = True
         super().connection_made(tls)
 
 
@@ -145,6 +164,13 @@ class Agent:
         self.journal = InflightJournal(cfg.state_dir)
         self.warm = WarmRunners(cfg.state_dir)
         self.started = time.monotonic()
+        self.handshakes = HandshakeGate()
+        self._tasks: set[asyncio.Task] = set()
+
+    def track(self, task: asyncio.Task) -> None:
+        """Keep a reference to a background task until it ends (the loop holds only weak ones)."""
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def health(self, op_id) -> dict:
         return {"op": "result", "id": op_id, "ok": True, "node": self.node, "version": __version__,
