@@ -27,10 +27,11 @@ options:
     required: true
   settings:
     description:
-      - The component's settings. C(etcd) takes C(image), C(advertise_ip), C(storage_class), C(storage_size).
+      - The component's settings. C(etcd) takes C(image), C(advertise_ip), C(storage_class), C(storage_size),
+        C(quota_backend_bytes) and C(resources) (requests and limits).
       - The others take C(image_repository) and C(version); C(apiserver) also C(etcd_endpoint), C(service_cidr)
         and C(cluster_domain); C(controller-manager) also C(service_cidr), C(pod_cidr) and C(node_cidr_mask).
-      - All take C(node_selector) and C(tolerations).
+      - All take C(node_selector) and C(tolerations); the others take C(resources) by component name.
     type: dict
     required: true
 """
@@ -59,7 +60,7 @@ from ansible_collections.kosmos.kubenest.plugins.plugin_utils.hosted_control_pla
 )
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.hosted_etcd import etcd_statefulset
 
-PLACEMENT = ("node_selector", "tolerations")
+PLACEMENT = ("node_selector", "tolerations", "resources")
 COMPONENTS = {
     "apiserver": (apiserver_deployment, ("etcd_endpoint", "service_cidr", "cluster_domain")),
     "controller-manager": (controller_manager_deployment, ("service_cidr", "pod_cidr", "node_cidr_mask")),
@@ -76,7 +77,7 @@ def hosted_manifest(component, vc, settings):
     try:
         if component == "etcd":
             return etcd_statefulset(vc, **_pick(settings, ("image", "advertise_ip", "storage_class",
-                                                           "storage_size") + PLACEMENT))
+                                                           "storage_size", "quota_backend_bytes") + PLACEMENT))
         if component not in COMPONENTS:
             raise ValueError("unknown component %r; one of etcd, %s" % (component, ", ".join(COMPONENTS)))
         build, keys = COMPONENTS[component]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.hosted_pods import (
     VirtualClusterRef,
+    container_resources,
     flags,
     http_probe,
     placement,
@@ -31,11 +32,12 @@ APISERVER_PKI_KEYS = ["ca.crt", "apiserver.crt", "apiserver.key", "apiserver-kub
 class ControlPlaneSettings:
     """Checked settings shared by the three components."""
 
-    def __init__(self, vc, image_repository, version, node_selector=None, tolerations=None):
+    def __init__(self, vc, image_repository, version, node_selector=None, tolerations=None, resources=None):
         self.vc = VirtualClusterRef(vc)
         self.image_repository = check_image_repository(image_repository)
         self.version = check_kubernetes_version(version)
         self.placement = placement(node_selector, tolerations)
+        self.resources = dict(resources or {})  # by component
 
     def image(self, binary):
         return "%s/%s:%s" % (self.image_repository, binary, self.version)
@@ -45,6 +47,7 @@ class ControlPlaneSettings:
                      "command": flags("/usr/local/bin/" + binary, options)}
         if ports:
             container["ports"] = ports
+        container["resources"] = container_resources(self.resources.get(component))
         container.update(probes)
         container["volumeMounts"] = [{"name": name, "mountPath": path, "readOnly": True} for name, path in mounts]
         pod = dict(self.placement, containers=[container], volumes=volumes)

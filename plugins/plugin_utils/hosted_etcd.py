@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.hosted_pods import (
     VirtualClusterRef,
+    container_resources,
     flags,
     http_probe,
     placement,
@@ -20,7 +21,7 @@ PKI = "/etc/etcd/pki"
 
 
 def etcd_statefulset(vc, image, advertise_ip, node_selector=None, tolerations=None, storage_class="",
-                     storage_size="2Gi"):
+                     storage_size="2Gi", quota_backend_bytes=2 * 1024 ** 3, resources=None):
     vc = VirtualClusterRef(vc)
     advertise_ip = check_ip("etcd's service address", advertise_ip)
     name = "%s-etcd" % vc.name
@@ -48,8 +49,11 @@ def etcd_statefulset(vc, image, advertise_ip, node_selector=None, tolerations=No
             ("peer-cert-file", PKI + "/server.crt"),
             ("peer-key-file", PKI + "/server.key"),
             ("listen-metrics-urls", "http://0.0.0.0:2381"),
+            # The database refuses writes beyond this (alarm NOSPACE) instead of filling the host's disk.
+            ("quota-backend-bytes", str(int(quota_backend_bytes))),
         ]),
         "ports": [{"name": "client", "containerPort": 2379}],
+        "resources": container_resources(resources),
         "readinessProbe": http_probe("/readyz", 2381, period=3),
         "livenessProbe": http_probe("/livez", 2381, period=10, initial_delay=30),
         "volumeMounts": [{"name": "pki", "mountPath": PKI, "readOnly": True},
@@ -70,5 +74,7 @@ def etcd_statefulset(vc, image, advertise_ip, node_selector=None, tolerations=No
                      "resources": {"requests": {"storage": str(storage_size)}}},
         }]
     else:
-        pod["volumes"].append({"name": "data", "emptyDir": {}})
+        # The quota plus room for the write-ahead log and snapshots; beyond it the kubelet evicts the pod.
+        pod["volumes"].append({"name": "data", "emptyDir": {"sizeLimit": "%dMi" % (
+            int(quota_backend_bytes) * 3 // 2 // 1024 ** 2 + 512)}})
     return workload("StatefulSet", vc, name, "etcd", pod, extra_spec=extra)

@@ -52,6 +52,15 @@ def placement(node_selector, tolerations):
     }
 
 
+def container_resources(value):
+    """requests/limits as given, quantities as strings (the API's form)."""
+    value = dict(value or {})
+    unknown = set(value) - {"requests", "limits"}
+    if unknown:
+        raise ValueError("resources take requests and limits, not %s" % ", ".join(sorted(unknown)))
+    return dict((kind, dict((str(k), str(v)) for k, v in (value.get(kind) or {}).items())) for kind in value)
+
+
 def secret_volume(name, secret_name, keys):
     return {"name": name, "secret": {"secretName": secret_name, "items": [{"key": k, "path": k} for k in keys]}}
 

@@ -52,7 +52,7 @@ def test_manifests_are_complete_and_owned(component):
     for forbidden in ("hostPID", "hostNetwork", "hostIPC", "initContainers", "securityContext"):
         assert forbidden not in pod
     assert all("securityContext" not in c for c in pod["containers"])
-    assert all(v.get("secret") or v.get("emptyDir") == {} for v in pod["volumes"])
+    assert all(v.get("secret") or "emptyDir" in v for v in pod["volumes"])
     json.dumps(manifest)
 
 
@@ -98,6 +98,25 @@ def test_label_and_owner_values_stay_in_their_field(value):
         assert shape(hostile) == shape(plain)
         assert hostile["metadata"]["labels"]["note"] == value
         assert hostile["metadata"]["ownerReferences"][0]["uid"] == value
+
+
+def test_every_container_has_its_requests_and_limits_and_etcd_a_quota():
+    settings = dict(SETTINGS, resources={"limits": {"memory": "1Gi"}, "requests": {"cpu": "100m"}},
+                    quota_backend_bytes=1024 ** 3)
+    etcd = hosted_manifest("etcd", VC, settings)
+    (container,) = etcd["spec"]["template"]["spec"]["containers"]
+    assert container["resources"] == {"limits": {"memory": "1Gi"}, "requests": {"cpu": "100m"}}
+    assert "--quota-backend-bytes=1073741824" in container["command"]
+    data = next(v for v in etcd["spec"]["template"]["spec"]["volumes"] if v["name"] == "data")
+    assert data["emptyDir"] == {"sizeLimit": "2048Mi"}
+    by_component = {"apiserver": {"limits": {"memory": "2Gi"}}, "scheduler": {"requests": {"cpu": 0.05}}}
+    for component in ("apiserver", "scheduler"):
+        manifest = hosted_manifest(component, VC, dict(SETTINGS, resources=by_component))
+        (container,) = manifest["spec"]["template"]["spec"]["containers"]
+        assert container["resources"] == {k: {r: str(q) for r, q in v.items()}
+                                          for k, v in by_component[component].items()}
+    with pytest.raises(AnsibleFilterError, match="requests and limits"):
+        hosted_manifest("etcd", VC, dict(SETTINGS, resources={"limit": {}}))
 
 
 def test_persistent_etcd_gets_a_claim_template_instead_of_an_empty_dir():
