@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     # Imported for their kopf handlers, registered on kopf's default registry.
-    from . import activities, globalnodes, handlers, spec_kubeconfig  # noqa: F401
+    from . import activities, globalnodes, handlers, node_health, spec_kubeconfig  # noqa: F401
     from .context import Context
     from .peering import claim_priority, own_identity
 

@@ -50,7 +50,7 @@ def promoting(host_cluster, tmp_path_factory):
     ensure_namespace(api, NS)
     site_vars = write_site_vars(sb.state_dir)
     proc = OperatorProcess(kubeconfig, tmp_path_factory.mktemp("operator"), "--site-vars", str(site_vars),
-                           "--node-wait-interval", "5").start()
+                           "--node-wait-interval", "5", "--resync-interval", "10").start()
     yield sb, api
     leftovers = k8s.CustomObjectsApi(api).list_namespaced_custom_object("kosmos.io", "v1alpha1", NS, "virtualclusters")
     for vc in leftovers["items"]:
@@ -142,6 +142,35 @@ def test_seed_cr_promotes_a_worker_that_serves_the_tenant(promoting):
     present = _on_node(sb, "kn-w1", "ls " + " ".join(CREDENTIAL_FILES) + " 2>/dev/null")
     assert "/etc/kubernetes/kube-proxy.conf" not in present
     assert f"kubenest-vc-ca-{NS}-seed" in _issuer_of_kubelet_cert(sb, "kn-w1")
+
+
+def _wait_vc(api, name, check, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        vc = get_vc(api, NS, name)
+        if vc and check(vc):
+            return vc
+        time.sleep(2)
+    raise AssertionError(f"{what} within {timeout}s; status: {(vc or {}).get('status')}")
+
+
+def test_a_promoted_node_going_not_ready_is_followed_by_the_status(promoting):
+    """Without any run: the daemon's look at the tenant's Nodes moves the status both ways."""
+    sb, api = promoting
+    get_vc(api, NS, "seed") or wait_ready(api, NS, "seed", timeout=900)
+    _on_node(sb, "kn-w1", "systemctl stop kubelet")
+    try:
+        vc = _wait_vc(api, "seed", lambda vc: condition(vc, "NodesReady").get("status") == "False", 240,
+                      "NodesReady=False after the kubelet stopped")
+        assert condition(vc, "NodesReady")["reason"] == "NodeNotReady"
+        assert condition(vc, "Ready")["status"] == "False"
+        assert vc["status"]["phase"] == "Initialized" and vc["status"]["nodesReady"] == "0/1"
+        assert vc["status"]["nodes"] == [{"name": "kn-w1", "ip": "198.18.0.12", "ready": False}]
+    finally:
+        _on_node(sb, "kn-w1", "systemctl start kubelet")
+    vc = _wait_vc(api, "seed", lambda vc: condition(vc, "Ready").get("status") == "True", 240,
+                  "Ready=True after the kubelet came back")
+    assert vc["status"]["phase"] == "Completed" and vc["status"]["nodesReady"] == "1/1"
 
 
 def test_delete_returns_the_node_clean(promoting):

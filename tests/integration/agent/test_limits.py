@@ -33,7 +33,7 @@ def test_a_flood_of_idle_connections_leaves_memory_bounded_and_the_agent_serving
     opened = 0
     for _wave in range(FLOOD_CONNECTIONS // WAVE):
         sockets = []
-        for _ in range(WAVE):
+        for _attempt in range(WAVE):
             s = socket.socket()
             s.settimeout(5)
             try:

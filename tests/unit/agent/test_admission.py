@@ -26,7 +26,7 @@ def test_refusals_are_audited_once_per_interval_with_a_count(caplog, monkeypatch
     monkeypatch.setattr(admission.time, "monotonic", lambda: clock[0])
     gate = HandshakeGate(max_pending=0, per_address=0)
     with caplog.at_level(logging.INFO, logger="kubenest_agent.audit"):
-        for _ in range(50):
+        for _attempt in range(50):
             assert not gate.admit("10.0.0.9")
         clock[0] += 1.5
         assert not gate.admit("10.0.0.9")
@@ -39,6 +39,6 @@ def test_discarded_connections_trigger_a_collection(monkeypatch):
     collections = []
     monkeypatch.setattr(admission.gc, "collect", lambda: collections.append(1))
     gate = HandshakeGate()
-    for _ in range(admission.GC_EVERY * 3 - 1):
+    for _refused in range(admission.GC_EVERY * 3 - 1):
         gate.discarded()
     assert len(collections) == 2

@@ -1,0 +1,103 @@
+"""A promoted node that goes NotReady (or comes back) after its virtual cluster turned Ready.
+
+Runs report node readiness when they end; between runs nothing would look. A daemon per VirtualCluster
+looks at the tenant's Nodes every --resync-interval while the virtual cluster is Completed, or Initialized
+because of what an earlier look found, and moves status.nodes, nodesReady, the phase and the NodesReady and
+Ready conditions with them, without a playbook run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+from typing import Any
+
+import kopf
+import kubernetes
+import yaml
+from kubernetes.client.rest import ApiException
+
+from . import status as st
+from .context import Context
+from .extravars import plain
+from .handlers import _set_ready
+from .kube import GROUP, VERSION, VIRTUALCLUSTERS
+
+# The NodesReady reason of a look, as opposed to the reasons runs give: only what a look set, a look undoes.
+NODE_NOT_READY = "NodeNotReady"
+TENANT_TIMEOUT_S = 10
+
+
+def _tenant_ready(kubeconfig: bytes) -> dict[str, bool]:
+    client = kubernetes.config.new_client_from_config_dict(yaml.safe_load(kubeconfig))
+    try:
+        nodes = kubernetes.client.CoreV1Api(client).list_node(_request_timeout=TENANT_TIMEOUT_S).items
+    finally:
+        client.close()
+    return {node.metadata.name: any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
+            for node in nodes}
+
+
+def _wanted(status: dict[str, Any]) -> int:
+    try:
+        return int(str(status.get("nodesReady", "")).split("/")[1])
+    except (IndexError, ValueError):
+        return len(status.get("nodes") or [])
+
+
+async def look(ctx: Context, body: kopf.Body, logger: logging.Logger) -> bool:
+    """One look; True when the status changed."""
+    status = plain(body.get("status") or {})
+    nodes, ref = status.get("nodes") or [], status.get("kubeconfigSecretRef") or {}
+    conditions = {c.get("type"): c for c in status.get("conditions") or []}
+    ours = (conditions.get(st.NODES_READY) or {}).get("reason") == NODE_NOT_READY
+    if not nodes or not ref.get("name") or not (status.get("phase") == st.COMPLETED
+                                                or (status.get("phase") == st.INITIALIZED and ours)):
+        return False  # nothing promoted, or a run is (or will be) reporting
+    secret = await ctx.api.read_secret_data(body.metadata.namespace, ref["name"])
+    ready_now = await asyncio.to_thread(_tenant_ready, base64.b64decode(secret[ref["key"]]))
+    entries = [dict(node, ready=bool(ready_now.get(node.get("name")))) for node in nodes]
+    if entries == nodes:
+        return False
+    wanted = _wanted(status)
+    ready = sum(1 for node in entries if node["ready"])
+    generation = status.get("observedGeneration")
+    not_ready = [node["name"] for node in entries if not node["ready"]]
+    if ready >= wanted:
+        phase, message = st.COMPLETED, None
+        nodes_condition = ("True", "AllNodesReady", f"{ready} of {wanted} nodes Ready")
+    else:
+        phase = st.INITIALIZED
+        message = f"{', '.join(not_ready)} not Ready in the virtual cluster ({ready} of {wanted} nodes Ready)"
+        nodes_condition = ("False", NODE_NOT_READY, message)
+    logger.warning(f"nodes changed: {nodes_condition[2]}")
+    await ctx.api.patch_virtualcluster_status(body.metadata.namespace, body.metadata.name, {"status": {
+        "phase": phase, "message": message, "nodes": entries, "nodesReady": f"{ready}/{wanted}"}})
+    nodes_ready = st.condition(st.NODES_READY, *nodes_condition, generation, list(conditions.values()))
+    if phase == st.COMPLETED:
+        await _set_ready(ctx, body, "True", "Reconciled", nodes_condition[2], generation, nodes_ready)
+    else:
+        await _set_ready(ctx, body, "False", NODE_NOT_READY, message, generation, nodes_ready)
+    return True
+
+
+@kopf.daemon(GROUP, VERSION, VIRTUALCLUSTERS, cancellation_timeout=10)
+async def follow_nodes(name: str, namespace: str, memo: kopf.Memo, stopped: kopf.DaemonStopped,
+                       logger: logging.Logger, **_: Any) -> None:
+    ctx: Context = memo.ctx
+    while not stopped:
+        await stopped.wait(ctx.config.resync_interval)
+        if stopped:
+            return
+        try:
+            body = kopf.Body(await ctx.api.get_virtualcluster(namespace, name))
+            if body.metadata.get("deletionTimestamp"):
+                return
+            await look(ctx, body, logger)
+        except ApiException as exc:
+            if exc.status == 404:
+                return
+            logger.debug(f"could not look at the nodes: HTTP {exc.status}")
+        except Exception as exc:  # the tenant API unreachable, a broken kubeconfig: look again later
+            logger.debug(f"could not look at the nodes: {type(exc).__name__}: {exc}")
