@@ -20,11 +20,12 @@ down:
 	rm -rf .sandbox/cluster-pki .sandbox/group_vars .sandbox/host_vars .sandbox/kubeconfig .sandbox/sample.kubeconfig \
 	  .sandbox/operator.log .sandbox/operator.pid
 
-.PHONY: help install system-deps lint ruff ansible-lint sanity unit integration e2e test bench k8s images apiserver up down clean
+.PHONY: help install system-deps lint ruff ansible-lint sanity unit integration e2e test test-long bench k8s images apiserver up down clean
 
 help:
 	@echo "make up        local sandbox host cluster, operator and a sample virtual cluster"
 	@echo "make test      everything: installs what it needs, lints, runs unit/integration/e2e tests"
+	@echo "make test-long fault injection at every step of promotion and return (after make test's tiers)"
 	@echo "make bench     benchmarks with ratios against their baselines"
 	@echo "make k8s       build (or reuse) the pinned Kubernetes binaries; prints their directory"
 	@echo "make images    build (or reuse) OCI archives of the control-plane and pause images; prints their directory"
@@ -66,6 +67,10 @@ e2e: install
 	$(PYTEST) tests/e2e
 
 test: install lint unit integration e2e
+
+# Matrices too long for CI: a fault injected at every step of promotion and return (about 25 min).
+test-long: install
+	KUBENEST_LONG=1 $(PYTEST) -m long tests/e2e
 
 bench: install k8s images
 	$(PY) bench/run.py

@@ -8,6 +8,9 @@ from dataclasses import dataclass
 # Playbooks mark failures that no retry can fix, e.g.
 #   fail: msg="[kubenest:permanent:Unsatisfiable] promotePolicies[0] wants 3 nodes but only 1 is free"
 PERMANENT_MARKER = re.compile(r"\[kubenest:permanent:([A-Za-z][A-Za-z0-9]{0,127})\]\s*(.*)", re.DOTALL)
+# The node_promote role names the step at which a node's promotion or return failed:
+#   [kubenest:step:Kubelet] promoting kn-w1 failed at step Kubelet and was rolled back: ...
+STEP_MARKER = re.compile(r"\[kubenest:step:([A-Za-z][A-Za-z0-9]{0,63})\]")
 MESSAGE_LIMIT = 512
 
 
@@ -30,6 +33,11 @@ def parse_permanent(message: object) -> Permanent | None:
     if match is None:
         return None
     return Permanent(reason=match.group(1), message=summarize(match.group(2)) or match.group(1))
+
+
+def failure_reason(message: str, default: str) -> str:
+    """Condition reason for a failed run: NodeStepFailed when a node's promotion or return names its step."""
+    return "NodeStepFailed" if STEP_MARKER.search(message) else default
 
 
 def failure_messages(res: object) -> list[str]:

@@ -22,7 +22,7 @@ from kubernetes.client.rest import ApiException
 from . import spec_kubeconfig
 from . import status as st
 from .context import Context
-from .errors import backoff, summarize
+from .errors import backoff, failure_reason, summarize
 from .extravars import build_extravars, desired_spec, load_site_vars, plain
 from .kube import GROUP, VERSION, VIRTUALCLUSTERS, is_status
 from .progress import RunTracker
@@ -244,7 +244,8 @@ async def _converge(ctx: Context, body: kopf.Body, phase: str, retry: int, logge
             generation=generation, reason=failure.permanent.reason, message=failure.permanent.message,
             progress=run.progress()))
         raise kopf.PermanentError(f"{failure.permanent.reason}: {failure.permanent.message}")
-    raise await _retry_later(ctx, body, run, retry, run.failure_message(), "RunFailed")
+    message = run.failure_message()
+    raise await _retry_later(ctx, body, run, retry, message, failure_reason(message, "RunFailed"))
 
 
 @kopf.on.delete(GROUP, VERSION, VIRTUALCLUSTERS)
@@ -259,6 +260,7 @@ async def remove(body: kopf.Body, retry: int, logger: logging.Logger, memo: kopf
         # virtual cluster's nodes and objects behind. "Permanent" ones are retried at the longest interval.
         failure = run.tracker.last_failure
         permanent = failure.permanent if failure is not None else None
-        raise await _retry_later(ctx, body, run, retry, run.failure_message(),
-                                 permanent.reason if permanent else "DeleteFailed",
+        message = run.failure_message()
+        raise await _retry_later(ctx, body, run, retry, message,
+                                 permanent.reason if permanent else failure_reason(message, "DeleteFailed"),
                                  delay=ctx.config.backoff_max if permanent else None)

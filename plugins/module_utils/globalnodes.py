@@ -95,13 +95,14 @@ class Plan:
         return "%d of %d nodes available: %s" % (self.available, self.wanted, reasons)
 
 
-def plan_claim(globalnodes, owner, policies=None, names=None, exclude=(), blocked=()):
+def plan_claim(globalnodes, owner, policies=None, names=None, exclude=(), blocked=(), protected=None):
     """Choose the nodes `owner` ("namespace/name") should hold.
 
     policies: promotePolicies ([{labelSelector, nodeCount}], adding up, a node counting for one policy);
     names: promoteResources.nodes. Nodes the owner holds are preferred (no churn), then free ones in name
     order. `exclude` never gets chosen (e.g. the node running the operator); `blocked` free nodes are kept
-    for virtual clusters that asked earlier and are still waiting.
+    for virtual clusters that asked earlier and are still waiting. `protected(name, away)` says why a free node
+    must stay in the host when the nodes in `away` leave too (e.g. it runs the host's DNS), or returns None.
     """
     plan = Plan()
     by_name = dict((name_of(n), n) for n in globalnodes)
@@ -109,6 +110,11 @@ def plan_claim(globalnodes, owner, policies=None, names=None, exclude=(), blocke
     free = sorted(name_of(n) for n in globalnodes
                   if state_of(n) == FREE and name_of(n) not in exclude and name_of(n) not in blocked)
     taken = set()
+    # Nodes that are or will be out of the host cluster whatever this plan chooses.
+    gone = set(name_of(n) for n in globalnodes if state_of(n) != FREE)
+
+    def refusal(name):
+        return protected(name, gone | taken) if protected is not None and name not in mine else None
 
     def take(name):
         taken.add(name)
@@ -126,6 +132,8 @@ def plan_claim(globalnodes, owner, policies=None, names=None, exclude=(), blocke
                 plan.shortfall.append((1, "%s runs the operator and is never promoted" % name))
             elif state_of(node) == FREE and name in blocked:
                 plan.shortfall.append((1, "%s is kept for a virtual cluster that asked earlier" % name))
+            elif state_of(node) == FREE and refusal(name):
+                plan.shortfall.append((1, "%s stays in the host: %s" % (name, refusal(name))))
             elif state_of(node) == FREE:
                 take(name)
             else:
@@ -134,17 +142,21 @@ def plan_claim(globalnodes, owner, policies=None, names=None, exclude=(), blocke
         count = int(policy.get("nodeCount") or 0)
         selector = policy.get("labelSelector") or {}
         plan.wanted += count
-        got = 0
+        got, kept = 0, []
         for pool in (mine, free):
             for name in pool:
                 if got == count:
                     break
                 if name not in taken and selector_match(labels_of(by_name[name]), selector):
+                    why = refusal(name)
+                    if why:
+                        kept.append("%s stays in the host: %s" % (name, why))
+                        continue
                     take(name)
                     got += 1
         if got < count:
-            plan.shortfall.append((count - got, "promotePolicies[%d] matches %d free node(s), wants %d"
-                                   % (index, got, count)))
+            plan.shortfall.append((count - got, "promotePolicies[%d] matches %d free node(s), wants %d%s"
+                                   % (index, got, count, "".join(" (%s)" % k for k in kept))))
     plan.surplus = [name for name in mine if name not in taken]
     return plan
 

@@ -60,6 +60,26 @@ options:
     type: list
     elements: str
     default: []
+  protect:
+    description:
+      - What the host cluster itself needs, as pods by namespace and label selector (its DNS, the operator).
+      - A free node is not reserved when draining it, together with the nodes already out of the host and those
+        this request takes, would leave one of these pods without another Ready, schedulable host node that
+        matches its nodeSelector and tolerates its taints. The reason shows in RV(message).
+      - DaemonSet pods are not considered; node affinity is not evaluated.
+      - Only with O(state=reserved) and O(policies) or O(select_nodes).
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      namespace:
+        description: Namespace of the pods.
+        type: str
+        required: true
+      selector:
+        description: Label selector of the pods (C(matchLabels), C(matchExpressions)).
+        type: dict
+        required: true
   reason:
     description: Reason of the GlobalNode's C(Claimed) condition.
     type: str
@@ -153,6 +173,7 @@ nodes:
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.kosmos.kubenest.plugins.module_utils import globalnodes as gn
+from ansible_collections.kosmos.kubenest.plugins.module_utils.host_essentials import stranded_by_drain
 from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_client import (
     HAS_KUBERNETES,
     KUBECONFIG_ARGS,
@@ -177,6 +198,23 @@ def _facts(node):
             "virtualCluster": gn.owner_of(node)}
 
 
+def _host_essentials(client, essentials):
+    """protected(name, away) for plan_claim, from the host's Nodes and the pods of the essentials' namespaces."""
+    from kubernetes import client as k8s  # present: main() checked HAS_KUBERNETES
+
+    core = k8s.CoreV1Api(client)
+    host_nodes = client.sanitize_for_serialization(core.list_node().items)
+    pods = []
+    for namespace in sorted(set(entry["namespace"] for entry in essentials)):
+        pods.extend(client.sanitize_for_serialization(core.list_namespaced_pod(namespace).items))
+
+    def protected(name, away):
+        stranded = stranded_by_drain(name, pods, host_nodes, away, essentials)
+        return "draining it would leave %s nowhere to run" % ", ".join(stranded) if stranded else None
+
+    return protected
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -188,6 +226,10 @@ def main():
             select_nodes=dict(type="list", elements="str"),
             exclude=dict(type="list", elements="str", default=[]),
             blocked=dict(type="list", elements="str", default=[]),
+            protect=dict(type="list", elements="dict", default=[], options=dict(
+                namespace=dict(type="str", required=True),
+                selector=dict(type="dict", required=True),
+            )),
             reason=dict(type="str", default="Updated"),
             note=dict(type="str", default=""),
         ),
@@ -207,15 +249,17 @@ def main():
         module.fail_json(msg="give names, or policies/select_nodes with state=reserved")
 
     try:
-        nodes = gn.GlobalNodes(api_client(p["kubeconfig"], p["context"]))
+        client = api_client(p["kubeconfig"], p["context"])
+        nodes = gn.GlobalNodes(client)
         result = dict(changed=False, satisfied=True, moved=[], nodes={})
         diff = {"before": {}, "after": {}}
         if selecting:
             # Another virtual cluster may win a node between our read and our write: plan again from a fresh list.
             for attempt in range(CLAIM_ATTEMPTS):
                 listed = nodes.list()
+                protected = _host_essentials(client, p["protect"]) if p["protect"] else None
                 plan = gn.plan_claim(listed, owner, policies=p["policies"], names=p["select_nodes"],
-                                     exclude=set(p["exclude"]), blocked=set(p["blocked"]))
+                                     exclude=set(p["exclude"]), blocked=set(p["blocked"]), protected=protected)
                 if not plan.satisfied:
                     break
                 try:

@@ -16,6 +16,15 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "machines: boots systemd-nspawn node machines (root, debootstrap, minutes)")
 
 
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get("KUBENEST_LONG") == "1":
+        return
+    skip = pytest.mark.skip(reason="long matrix: make test-long (KUBENEST_LONG=1)")
+    for item in items:
+        if "long" in item.keywords:
+            item.add_marker(skip)
+
+
 def pytest_terminal_summary(terminalreporter):
     from .test_machines import timings
 

@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
-import yaml
-from cryptography import x509
 from kubernetes import client as k8s
-from kubernetes.client.rest import ApiException
 
-from kubenest_agent.client import connect_direct
 from sandbox.operator import write_site_vars
 from tests.e2e.conftest import run_python
 from tests.support.http import get_text
+from tests.support.nodes import (
+    CREDENTIAL_FILES,
+    PlainPlaybook,
+    globalnode,
+    host_node_ready,
+    kubelet_cert_issuer,
+    on_node,
+)
 from tests.support.virtualclusters import (
     REPO_ROOT,
     OperatorProcess,
@@ -33,9 +35,6 @@ from tests.support.virtualclusters import (
 )
 
 NS = "kubenest-e2e-promote"
-# Files that hold a cluster's credentials on a node.
-CREDENTIAL_FILES = ("/etc/kubernetes/kubelet.conf", "/etc/kubernetes/kube-proxy.conf",
-                    "/etc/kubernetes/bootstrap-kubelet.conf", "/var/lib/kubelet/pki/kubelet-client-current.pem")
 
 
 @pytest.fixture(scope="module")
@@ -58,35 +57,6 @@ def promoting(host_cluster, tmp_path_factory):
     proc.stop()
     if sandbox_operator:
         run_python("-m", "sandbox.operator", "start")
-
-
-def _globalnode(api, name: str) -> dict:
-    return k8s.CustomObjectsApi(api).get_cluster_custom_object("kosmos.io", "v1alpha1", "globalnodes", name)
-
-
-def _host_node_ready(api, name: str) -> bool:
-    try:
-        node = k8s.CoreV1Api(api).read_node(name)
-    except ApiException as exc:
-        if exc.status == 404:
-            return False
-        raise
-    return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
-
-
-def _on_node(sb, name: str, command: str) -> str:
-    node = next(n for n in sb.nodes if n.name == name)
-    pki = sb.state_dir / "pki"
-    with connect_direct(node.ip, 7443, ca_file=str(pki / "ca.crt"), cert_file=str(pki / "client.crt"),
-                        key_file=str(pki / "client.key"), server_name=node.ip) as agent:
-        result = agent.exec(shell=command, timeout=60)
-    return result.stdout.decode()
-
-
-def _issuer_of_kubelet_cert(sb, name: str) -> str:
-    pem = _on_node(sb, name, "cat /var/lib/kubelet/pki/kubelet-client-current.pem")
-    cert = x509.load_pem_x509_certificate(pem.encode())
-    return cert.issuer.rfc4514_string()
 
 
 def _get(url: str) -> str:
@@ -128,9 +98,9 @@ def test_seed_cr_promotes_a_worker_that_serves_the_tenant(promoting):
     nodes = k8s.CoreV1Api(tenant).list_node().items
     assert [n.metadata.name for n in nodes] == ["kn-w1"]
     assert nodes[0].metadata.labels["kosmos.io/globalnode"] == "kn-w1"
-    assert not _host_node_ready(api, "kn-w1") and "kn-w1" not in {
+    assert not host_node_ready(api, "kn-w1") and "kn-w1" not in {
         n.metadata.name for n in k8s.CoreV1Api(api).list_node().items}
-    gn = _globalnode(api, "kn-w1")
+    gn = globalnode(api, "kn-w1")
     assert gn["status"]["state"] == "occupied" and gn["status"]["virtualCluster"] == f"{NS}/seed"
 
     port = _echo(tenant, "web", "kn-w1")
@@ -139,9 +109,9 @@ def test_seed_cr_promotes_a_worker_that_serves_the_tenant(promoting):
     assert "host=web-" in _get(f"http://198.18.0.12:{port}/fetch?url=http://{cluster_ip}/")  # from a tenant pod
 
     # No host credential on the promoted node: its kubelet's certificate comes from the tenant's CA.
-    present = _on_node(sb, "kn-w1", "ls " + " ".join(CREDENTIAL_FILES) + " 2>/dev/null")
+    present = on_node(sb, "kn-w1", "ls " + " ".join(CREDENTIAL_FILES) + " 2>/dev/null")
     assert "/etc/kubernetes/kube-proxy.conf" not in present
-    assert f"kubenest-vc-ca-{NS}-seed" in _issuer_of_kubelet_cert(sb, "kn-w1")
+    assert f"kubenest-vc-ca-{NS}-seed" in kubelet_cert_issuer(sb, "kn-w1")
 
 
 def _wait_vc(api, name, check, timeout, what):
@@ -158,7 +128,7 @@ def test_a_promoted_node_going_not_ready_is_followed_by_the_status(promoting):
     """Without any run: the daemon's look at the tenant's Nodes moves the status both ways."""
     sb, api = promoting
     get_vc(api, NS, "seed") or wait_ready(api, NS, "seed", timeout=900)
-    _on_node(sb, "kn-w1", "systemctl stop kubelet")
+    on_node(sb, "kn-w1", "systemctl stop kubelet")
     try:
         vc = _wait_vc(api, "seed", lambda vc: condition(vc, "NodesReady").get("status") == "False", 240,
                       "NodesReady=False after the kubelet stopped")
@@ -167,7 +137,7 @@ def test_a_promoted_node_going_not_ready_is_followed_by_the_status(promoting):
         assert vc["status"]["phase"] == "Initialized" and vc["status"]["nodesReady"] == "0/1"
         assert vc["status"]["nodes"] == [{"name": "kn-w1", "ip": "198.18.0.12", "ready": False}]
     finally:
-        _on_node(sb, "kn-w1", "systemctl start kubelet")
+        on_node(sb, "kn-w1", "systemctl start kubelet")
     vc = _wait_vc(api, "seed", lambda vc: condition(vc, "Ready").get("status") == "True", 240,
                   "Ready=True after the kubelet came back")
     assert vc["status"]["phase"] == "Completed" and vc["status"]["nodesReady"] == "1/1"
@@ -180,11 +150,11 @@ def test_delete_returns_the_node_clean(promoting):
     cluster_ip = k8s.CoreV1Api(tenant).read_namespaced_service("web", "default").spec.cluster_ip
     seconds = delete_vc(api, NS, "seed", timeout=600)
     print(f"\nseed deleted, node returned, in {seconds:.0f}s")
-    assert _host_node_ready(api, "kn-w1")
-    gn = _globalnode(api, "kn-w1")
+    assert host_node_ready(api, "kn-w1")
+    gn = globalnode(api, "kn-w1")
     assert gn["status"]["state"] == "free" and not gn["status"].get("virtualCluster")
-    assert "kubenest-vc-ca" not in _issuer_of_kubelet_cert(sb, "kn-w1")
-    leftovers = _on_node(sb, "kn-w1", "ls /etc/cni/net.d; iptables-save | grep -c -- '" + cluster_ip + "' || true;"
+    assert "kubenest-vc-ca" not in kubelet_cert_issuer(sb, "kn-w1")
+    leftovers = on_node(sb, "kn-w1", "ls /etc/cni/net.d; iptables-save | grep -c -- '" + cluster_ip + "' || true;"
                          " ctr -n k8s.io containers ls -q | wc -l")
     assert "10-kubenest-tenant.conflist" not in leftovers
     assert leftovers.split()[-2] == "0", f"tenant service rules left: {leftovers}"
@@ -206,55 +176,32 @@ def test_two_virtual_clusters_race_for_one_node(promoting):
     loser = vcs[waiting[0]]
     assert loser["status"]["phase"] == "Pending" and condition(loser, "Ready")["status"] == "False"
     assert "0 of 1 nodes available" in condition(loser, "NodesReady")["message"]
-    assert _globalnode(api, "kn-w2")["status"]["virtualCluster"] == f"{NS}/{ready[0]}"
+    assert globalnode(api, "kn-w2")["status"]["virtualCluster"] == f"{NS}/{ready[0]}"
 
     delete_vc(api, NS, ready[0], timeout=600)
     vc = wait_ready(api, NS, waiting[0], timeout=600)  # picks the node up once it is free
     assert vc["status"]["nodes"][0]["name"] == "kn-w2"
     delete_vc(api, NS, waiting[0], timeout=600)
-    assert _globalnode(api, "kn-w2")["status"]["state"] == "free" and _host_node_ready(api, "kn-w2")
+    assert globalnode(api, "kn-w2")["status"]["state"] == "free" and host_node_ready(api, "kn-w2")
 
 
 def test_plain_playbook_with_the_globalnodes_inventory_promotes_named_nodes(promoting, tmp_path):
     """The proposal form (promoteResources.nodes) through ansible-playbook alone, nodes listed by the plugin."""
     sb, api = promoting
-    pki = sb.state_dir / "pki"
-    inventory = tmp_path / "host.globalnodes.yml"
-    inventory.write_text(yaml.safe_dump({
-        "plugin": "kosmos.kubenest.globalnodes", "kubeconfig": str(sb.state_dir / "kubeconfig"),
-        "agent_ca_file": str(pki / "ca.crt"), "agent_cert_file": str(pki / "client.crt"),
-        "agent_key_file": str(pki / "client.key")}))
     ensure_namespace(api, "kubenest-e2e-playbook")
-    request = {"kubenest_host_kubeconfig": str(sb.state_dir / "kubeconfig"),
-               "kubenest_images_dir": str(write_site_vars_images(sb)),
-               "virtualcluster": {"namespace": "kubenest-e2e-playbook", "name": "named", "uid": "",
-                                  "state": "present", "spec": {"promoteResources": {"nodes": ["kn-w2", "kn-w3"]}}}}
-    vars_file = tmp_path / "vc.json"
-
-    def playbook(state: str) -> None:
-        request["virtualcluster"]["state"] = state
-        vars_file.write_text(json.dumps(request))
-        proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
-                               str(REPO_ROOT / "playbooks" / "virtualcluster.yml"), "-e", f"@{vars_file}"],
-                              capture_output=True, text=True, timeout=1200, check=False)
-        assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
-
-    playbook("present")
+    playbook = PlainPlaybook(sb, "kubenest-e2e-playbook", "named", tmp_path)
+    spec = {"promoteResources": {"nodes": ["kn-w2", "kn-w3"]}}
+    playbook.ok("present", spec)
     try:
-        secret = k8s.CoreV1Api(api).read_namespaced_secret("named-admin-kubeconfig", "kubenest-e2e-playbook")
-        tenant, _cfg = tenant_client({"spec": {"kubeconfig": secret.data["kubeconfig"]}})
+        tenant = playbook.tenant(api)
         ready = {n.metadata.name for n in k8s.CoreV1Api(tenant).list_node().items
                  if any(c.type == "Ready" and c.status == "True" for c in n.status.conditions)}
         assert ready == {"kn-w2", "kn-w3"}
         for name, ip in (("kn-w2", "198.18.0.13"), ("kn-w3", "198.18.0.14")):
-            assert _globalnode(api, name)["status"]["virtualCluster"] == "kubenest-e2e-playbook/named"
+            assert globalnode(api, name)["status"]["virtualCluster"] == "kubenest-e2e-playbook/named"
             port = _echo(tenant, f"on-{name}", name)
             assert f"host=on-{name}-" in _get(f"http://{ip}:{port}/")  # each node's NodePort, its local pod
     finally:
-        playbook("absent")
+        playbook.ok("absent", spec)
     for name in ("kn-w2", "kn-w3"):
-        assert _globalnode(api, name)["status"]["state"] == "free" and _host_node_ready(api, name)
-
-
-def write_site_vars_images(sb) -> Path:
-    return Path(yaml.safe_load((sb.state_dir / "group_vars" / "all.yml").read_text())["kubenest_images_dir"])
+        assert globalnode(api, name)["status"]["state"] == "free" and host_node_ready(api, name)

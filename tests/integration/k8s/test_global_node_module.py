@@ -108,3 +108,61 @@ def test_racing_claims_for_one_node_have_exactly_one_winner(globalnodes, apiserv
     assert state(globalnodes, "gm-c1") == ("reserved", winners[0])
     losers = [r for o, r in zip(owners, results, strict=True) if o not in winners]
     assert all(not r["satisfied"] and "0 of 1 nodes available" in r["message"] for r in losers), losers
+
+
+def _host_node(core, name, labels):
+    try:
+        core.delete_node(name)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+    core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}})
+    core.patch_node_status(name, {"status": {"conditions": [
+        {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "test",
+         "lastHeartbeatTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})
+
+
+def test_a_node_whose_drain_would_strand_the_host_dns_is_not_reserved(globalnodes, apiserver, api_client):
+    core = kubernetes.client.CoreV1Api(api_client)
+    for name in ("gm-e1", "gm-e2"):
+        globalnodes.make(name, {"pool": "e"})
+        _host_node(core, name, {"pool": "e"})
+    try:
+        core.create_namespaced_service_account("kube-system", {"metadata": {"name": "default"}})
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+    # The host's DNS runs on gm-e1 and may only run on pool "e" nodes.
+    core.create_namespaced_pod("kube-system", {
+        "metadata": {"name": "dns-e", "labels": {"k8s-app": "kube-dns"},
+                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "dns",
+                                          "uid": "00000000-0000-0000-0000-000000000001"}]},
+        "spec": {"nodeName": "gm-e1", "nodeSelector": {"pool": "e"}, "automountServiceAccountToken": False,
+                 "containers": [{"name": "dns", "image": "kubenest.local/pause:3.10"}]}})
+    protect = [{"namespace": "kube-system", "selector": {"matchLabels": {"k8s-app": "kube-dns"}}}]
+    try:
+        rc, res = module(apiserver, virtual_cluster="t1/dns", state="reserved", policies=policy("e", 2),
+                         protect=protect)
+        assert rc == 0 and not res["satisfied"] and not res["changed"], res
+        assert ("gm-e1 stays in the host: draining it would leave kube-system/dns-e nowhere to run"
+                in res["message"]), res["message"]
+        rc, res = module(apiserver, virtual_cluster="t1/dns", state="reserved", select_nodes=["gm-e1"],
+                         protect=protect)
+        assert rc == 0 and not res["satisfied"] and "gm-e1 stays in the host" in res["message"]
+        assert state(globalnodes, "gm-e1") == ("free", None)
+
+        # One of the two may go: the DNS keeps gm-e1; the other node is taken.
+        rc, res = module(apiserver, virtual_cluster="t1/dns", state="reserved", policies=policy("e", 1),
+                         protect=protect)
+        assert rc == 0 and res["satisfied"] and res["assigned"] == ["gm-e2"], res
+        # With gm-e2 held, the DNS on gm-e1 has nowhere else to go either way.
+        rc, res = module(apiserver, virtual_cluster="t2/dns", state="reserved", select_nodes=["gm-e1"],
+                         protect=protect)
+        assert rc == 0 and not res["satisfied"] and "kube-system/dns-e" in res["message"]
+        # Without protection the same request takes it (the check is what refuses).
+        rc, res = module(apiserver, check=True, virtual_cluster="t2/dns", state="reserved", select_nodes=["gm-e1"])
+        assert rc == 0 and res["satisfied"]
+    finally:
+        core.delete_namespaced_pod("dns-e", "kube-system", grace_period_seconds=0)
+        for name in ("gm-e1", "gm-e2"):
+            core.delete_node(name)

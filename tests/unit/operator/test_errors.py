@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kubenest_operator.errors import Permanent, backoff, failure_messages, parse_permanent, summarize
+from kubenest_operator.errors import Permanent, backoff, failure_messages, failure_reason, parse_permanent, summarize
 
 
 @pytest.mark.parametrize(("message", "expected"), [
@@ -48,3 +48,11 @@ def test_summarize_is_one_bounded_line():
     assert summarize("a\n  b\tc") == "a b c"
     long = summarize("x" * 2000, limit=100)
     assert len(long) == 100 and long.endswith("…")
+
+
+def test_a_failed_node_step_gets_its_own_reason():
+    message = ("task 'Report the failed step' of role node_promote failed on kn-w3: [kubenest:step:Kubelet] "
+               "promoting kn-w3 failed at step Kubelet and was rolled back: boom")
+    assert failure_reason(message, "RunFailed") == "NodeStepFailed"
+    assert failure_reason("task 'x' failed on a host: [kubenest:step:] nothing", "RunFailed") == "RunFailed"
+    assert failure_reason("playbook failed (rc 2)", "DeleteFailed") == "DeleteFailed"

@@ -1,0 +1,100 @@
+"""What the promotion tests look at on the sandbox: GlobalNodes, host Nodes, and files on the machines."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+from cryptography import x509
+from kubernetes import client as k8s
+from kubernetes.client.rest import ApiException
+
+from kubenest_agent.client import connect_direct
+from tests.support.virtualclusters import REPO_ROOT, tenant_client
+
+# Files that hold a cluster's credentials on a node.
+CREDENTIAL_FILES = ("/etc/kubernetes/kubelet.conf", "/etc/kubernetes/kube-proxy.conf",
+                    "/etc/kubernetes/bootstrap-kubelet.conf", "/var/lib/kubelet/pki/kubelet-client-current.pem")
+
+
+def globalnode(api, name: str) -> dict:
+    return k8s.CustomObjectsApi(api).get_cluster_custom_object("kosmos.io", "v1alpha1", "globalnodes", name)
+
+
+def host_node(api, name: str):
+    try:
+        return k8s.CoreV1Api(api).read_node(name)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def host_node_ready(api, name: str) -> bool:
+    node = host_node(api, name)
+    return node is not None and any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
+
+
+def on_node(sb, name: str, command: str) -> str:
+    """stdout of a shell command on a sandbox machine, through its agent."""
+    node = next(n for n in sb.nodes if n.name == name)
+    pki = sb.state_dir / "pki"
+    with connect_direct(node.ip, 7443, ca_file=str(pki / "ca.crt"), cert_file=str(pki / "client.crt"),
+                        key_file=str(pki / "client.key"), server_name=node.ip) as agent:
+        result = agent.exec(shell=command, timeout=60)
+    return result.stdout.decode()
+
+
+def kubelet_cert_issuer(sb, name: str) -> str:
+    pem = on_node(sb, name, "cat /var/lib/kubelet/pki/kubelet-client-current.pem")
+    return x509.load_pem_x509_certificate(pem.encode()).issuer.rfc4514_string()
+
+
+def host_ca_pem(sb) -> str:
+    kubeconfig = yaml.safe_load((sb.state_dir / "kubeconfig").read_text())
+    return base64.b64decode(kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"]).decode()
+
+
+def images_dir(sb) -> Path:
+    return Path(yaml.safe_load((sb.state_dir / "group_vars" / "all.yml").read_text())["kubenest_images_dir"])
+
+
+def globalnodes_inventory(sb, path: Path) -> Path:
+    """An inventory file for the kosmos.kubenest.globalnodes plugin with the sandbox's agent credentials."""
+    pki = sb.state_dir / "pki"
+    path.write_text(yaml.safe_dump({
+        "plugin": "kosmos.kubenest.globalnodes", "kubeconfig": str(sb.state_dir / "kubeconfig"),
+        "agent_ca_file": str(pki / "ca.crt"), "agent_cert_file": str(pki / "client.crt"),
+        "agent_key_file": str(pki / "client.key")}))
+    return path
+
+
+class PlainPlaybook:
+    """playbooks/virtualcluster.yml run by ansible-playbook alone (no operator) for one virtual cluster."""
+
+    def __init__(self, sb, namespace: str, name: str, workdir: Path):
+        self.sb, self.namespace, self.name = sb, namespace, name
+        self.inventory = globalnodes_inventory(sb, workdir / "host.globalnodes.yml")
+        self.vars_file = workdir / f"{name}.json"
+
+    def run(self, state: str, spec: dict, **extra) -> subprocess.CompletedProcess:
+        request = {"kubenest_host_kubeconfig": str(self.sb.state_dir / "kubeconfig"),
+                   "kubenest_images_dir": str(images_dir(self.sb)), **extra,
+                   "virtualcluster": {"namespace": self.namespace, "name": self.name, "uid": "", "state": state,
+                                      "spec": spec}}
+        self.vars_file.write_text(json.dumps(request))
+        return subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(self.inventory),
+                               str(REPO_ROOT / "playbooks" / "virtualcluster.yml"), "-e", f"@{self.vars_file}"],
+                              capture_output=True, text=True, timeout=1200, check=False)
+
+    def ok(self, state: str, spec: dict, **extra) -> None:
+        proc = self.run(state, spec, **extra)
+        assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+
+    def tenant(self, api):
+        secret = k8s.CoreV1Api(api).read_namespaced_secret(f"{self.name}-admin-kubeconfig", self.namespace)
+        return tenant_client({"spec": {"kubeconfig": secret.data["kubeconfig"]}})[0]
