@@ -19,7 +19,7 @@ from typing import Any
 import kopf
 from kubernetes.client.rest import ApiException
 
-from . import spec_kubeconfig
+from . import node_queue, spec_kubeconfig
 from . import status as st
 from .context import Context
 from .errors import backoff, failure_reason, summarize
@@ -125,6 +125,8 @@ async def execute(ctx: Context, body: kopf.Body, state: str, phase: str, logger:
     try:
         extravars = build_extravars(body, state, ctx.config.kubeconfig, load_site_vars(ctx.config.site_vars),
                                     ctx.config.allowed_registries)
+        if state == "present" and "node_promote_queue" not in extravars:
+            extravars["node_promote_queue"] = await node_queue.queue_for(ctx, body, logger)
         outcome = await ctx.runner.run(playbook, run_id, extravars, tracker)
     except Exception as exc:  # the run could not even start (e.g. no space for its directory)
         logger.error(f"run {run_id} could not run: {summarize(exc)}")
@@ -184,7 +186,8 @@ async def _complete(ctx: Context, body: kopf.Body, run: Run, retry: int, logger:
         nodes_condition = ("False", "NodesNotReady", message)
     await ctx.api.patch_virtualcluster_status(namespace, name, st.succeeded(
         generation=generation, endpoint=str(endpoint) if endpoint else None, nodes=nodes, wanted=wanted,
-        secret_name=secret_name, secret_key=secret_key, progress=run.progress(), phase=phase, message=message))
+        secret_name=secret_name, secret_key=secret_key, progress=run.progress(), phase=phase, message=message,
+        waiting_since=node_queue.waiting_since(plain(body.get("status") or {}), phase)))
     note = str(result.get("nodesNote") or "").strip()
     if note:
         nodes_condition = (*nodes_condition[:2], f"{nodes_condition[2]}; {note}")

@@ -97,6 +97,18 @@ class Api:
         return await self._call(self.custom.patch_namespaced_custom_object, GROUP, VERSION, namespace,
                                 VIRTUALCLUSTERS, name, patch, field_manager=FIELD_MANAGER, _content_type=MERGE_PATCH)
 
+    async def list_virtualclusters(self, namespaces: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+        """In every namespace, or in the given ones (the operator's namespaced mode)."""
+        if not namespaces:
+            listed = await self._call(self.custom.list_cluster_custom_object, GROUP, VERSION, VIRTUALCLUSTERS)
+            return listed.get("items") or []
+        items: list[dict[str, Any]] = []
+        for namespace in namespaces:
+            listed = await self._call(self.custom.list_namespaced_custom_object, GROUP, VERSION, namespace,
+                                      VIRTUALCLUSTERS)
+            items.extend(listed.get("items") or [])
+        return items
+
     async def read_secret_data(self, namespace: str, name: str) -> dict[str, str]:
         secret = await self._call(self.core.read_namespaced_secret, name, namespace)
         return dict(secret.data or {})  # values stay base64, exactly as spec.kubeconfig wants them

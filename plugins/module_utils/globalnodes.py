@@ -155,10 +155,28 @@ def plan_claim(globalnodes, owner, policies=None, names=None, exclude=(), blocke
                     take(name)
                     got += 1
         if got < count:
+            waiting = [name for name in sorted(blocked) if name in by_name and name not in taken
+                       and state_of(by_name[name]) == FREE and selector_match(labels_of(by_name[name]), selector)]
+            if waiting:
+                kept.append("%s kept for a virtual cluster that asked earlier" % ", ".join(waiting))
             plan.shortfall.append((count - got, "promotePolicies[%d] matches %d free node(s), wants %d%s"
                                    % (index, got, count, "".join(" (%s)" % k for k in kept))))
     plan.surplus = [name for name in mine if name not in taken]
     return plan
+
+
+def kept_for_queue(globalnodes, queue, exclude=(), blocked=(), protected=None):
+    """Free nodes kept for the virtual clusters of `queue`, which asked earlier and still wait, oldest first.
+
+    queue: [{virtual_cluster, policies, select_nodes}]. Each waiter in turn keeps the free nodes it would take
+    (also while it cannot be met yet: nodes accumulate for it), so later, smaller requests cannot starve it.
+    """
+    kept = set(blocked)
+    for waiter in queue:
+        plan = plan_claim(globalnodes, waiter["virtual_cluster"], policies=waiter.get("policies"),
+                          names=waiter.get("select_nodes"), exclude=exclude, blocked=kept, protected=protected)
+        kept.update(plan.add)
+    return kept
 
 
 def check_transition(node, owner, target):

@@ -60,6 +60,28 @@ options:
     type: list
     elements: str
     default: []
+  queue:
+    description:
+      - Virtual clusters that asked earlier and still wait for nodes, oldest first (the operator passes those it
+        serves). Each keeps the free nodes it would take, also while it cannot be met yet, so a later request
+        never takes them; adds to O(blocked).
+      - Only with O(state=reserved) and O(policies) or O(select_nodes).
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      virtual_cluster:
+        description: The waiting virtual cluster, C(namespace/name).
+        type: str
+        required: true
+      policies:
+        description: Its promotePolicies.
+        type: list
+        elements: dict
+      select_nodes:
+        description: Its promoteResources.nodes.
+        type: list
+        elements: str
   protect:
     description:
       - What the host cluster itself needs, as pods by namespace and label selector (its DNS, the operator).
@@ -226,6 +248,11 @@ def main():
             select_nodes=dict(type="list", elements="str"),
             exclude=dict(type="list", elements="str", default=[]),
             blocked=dict(type="list", elements="str", default=[]),
+            queue=dict(type="list", elements="dict", default=[], options=dict(
+                virtual_cluster=dict(type="str", required=True),
+                policies=dict(type="list", elements="dict"),
+                select_nodes=dict(type="list", elements="str"),
+            )),
             protect=dict(type="list", elements="dict", default=[], options=dict(
                 namespace=dict(type="str", required=True),
                 selector=dict(type="dict", required=True),
@@ -258,8 +285,11 @@ def main():
             for attempt in range(CLAIM_ATTEMPTS):
                 listed = nodes.list()
                 protected = _host_essentials(client, p["protect"]) if p["protect"] else None
+                queue = [w for w in p["queue"] if w["virtual_cluster"] != owner]
+                blocked = gn.kept_for_queue(listed, queue, exclude=set(p["exclude"]), blocked=set(p["blocked"]),
+                                            protected=protected)
                 plan = gn.plan_claim(listed, owner, policies=p["policies"], names=p["select_nodes"],
-                                     exclude=set(p["exclude"]), blocked=set(p["blocked"]), protected=protected)
+                                     exclude=set(p["exclude"]), blocked=blocked, protected=protected)
                 if not plan.satisfied:
                     break
                 try:

@@ -166,3 +166,24 @@ def test_a_node_whose_drain_would_strand_the_host_dns_is_not_reserved(globalnode
         core.delete_namespaced_pod("dns-e", "kube-system", grace_period_seconds=0)
         for name in ("gm-e1", "gm-e2"):
             core.delete_node(name)
+
+
+def test_free_nodes_are_kept_for_a_virtual_cluster_that_asked_earlier(globalnodes, apiserver):
+    globalnodes.make("gm-q1", {"pool": "q"})
+    globalnodes.make("gm-q2", {"pool": "q"})
+    globalnodes.make("gm-q3", {"pool": "q"}, state="occupied")
+    queue = [{"virtual_cluster": "t1/big", "policies": policy("q", 3)}]
+    # big (3 nodes, one of them held elsewhere) asked first and waits: small may not take what big would get.
+    rc, res = module(apiserver, virtual_cluster="t2/small", state="reserved", policies=policy("q", 1), queue=queue)
+    assert rc == 0 and not res["satisfied"] and not res["changed"], res
+    assert "gm-q1, gm-q2 kept for a virtual cluster that asked earlier" in res["message"], res["message"]
+    rc, res = module(apiserver, virtual_cluster="t2/small", state="reserved", select_nodes=["gm-q2"], queue=queue)
+    assert rc == 0 and not res["satisfied"]
+    assert "gm-q2 is kept for a virtual cluster that asked earlier" in res["message"]
+    assert state(globalnodes, "gm-q1") == ("free", None) and state(globalnodes, "gm-q2") == ("free", None)
+    # The waiter itself is never blocked by its own entry, and without a queue the small request is served.
+    rc, res = module(apiserver, check=True, virtual_cluster="t1/big", state="reserved", policies=policy("q", 2),
+                     queue=queue)
+    assert rc == 0 and res["satisfied"]
+    rc, res = module(apiserver, check=True, virtual_cluster="t2/small", state="reserved", policies=policy("q", 1))
+    assert rc == 0 and res["satisfied"]

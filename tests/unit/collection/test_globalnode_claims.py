@@ -97,3 +97,26 @@ def test_patch_is_guarded_by_the_resource_version_and_clears_the_holder_when_fre
     assert patch["status"]["state"] == "free" and patch["status"]["virtualCluster"] is None
     assert patch["status"]["conditions"][0] == {"type": "Claimed", "status": "False", "reason": "Returned",
                                                 "message": "back", "lastTransitionTime": "T"}
+
+
+def test_an_earlier_waiter_keeps_the_free_nodes_it_would_take_so_a_later_small_request_cannot_starve_it():
+    nodes = [node("w1", labels={"pool": "a"}), node("w2", labels={"pool": "a"}),
+             node("w3", "occupied", OTHER, {"pool": "a"})]
+    queue = [{"virtual_cluster": "t3/big", "policies": [policy(3, pool="a")]}]
+    kept = gn.kept_for_queue(nodes, queue)
+    assert kept == {"w1", "w2"}  # big cannot be met yet (w3 is held), and still keeps what is free
+    plan = gn.plan_claim(nodes, OWNER, policies=[policy(1, pool="a")], blocked=kept)
+    assert not plan.satisfied and plan.add == []
+    assert "w1, w2 kept for a virtual cluster that asked earlier" in plan.message()
+
+
+def test_waiters_are_served_oldest_first_and_a_later_request_gets_what_they_leave():
+    nodes = [node(f"w{i}", labels={"pool": "a"}) for i in range(1, 5)]
+    queue = [{"virtual_cluster": "t3/first", "policies": [policy(2, pool="a")]},
+             {"virtual_cluster": "t4/second", "select_nodes": ["w3"]}]
+    kept = gn.kept_for_queue(nodes, queue)
+    assert kept == {"w1", "w2", "w3"}
+    plan = gn.plan_claim(nodes, OWNER, policies=[policy(1, pool="a")], blocked=kept)
+    assert plan.satisfied and plan.add == ["w4"]
+    named = gn.plan_claim(nodes, OWNER, names=["w1"], blocked=kept)
+    assert not named.satisfied and "w1 is kept for a virtual cluster that asked earlier" in named.message()

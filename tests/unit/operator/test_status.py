@@ -6,7 +6,7 @@ from kubenest_operator import status as st
 from kubenest_operator.progress import Progress
 
 OWNED = {"phase", "message", "reason", "observedGeneration", "endpoint", "nodes", "nodeCount", "nodesReady",
-         "kubeconfigSecretRef", "progress"}
+         "kubeconfigSecretRef", "progress", "waitingSince"}
 
 
 def progress(**kw) -> dict:
