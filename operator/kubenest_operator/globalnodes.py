@@ -9,7 +9,8 @@ Node deletes only a free GlobalNode.
 Nodes are watched with an event handler, which stores nothing on the Node objects (no annotations, no
 finalizers). GlobalNodes are indexed in memory, so a Node event costs no API read. A resync loop also lists
 every Node periodically (first at start-up): a failed write (e.g. the CRD not served yet) is not left until the
-Node happens to change, and reservations whose virtual cluster is gone are released.
+Node happens to change, reservations whose virtual cluster is gone are released, and nodes it had promoted are
+returned (orphans.py).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from kubernetes.client.rest import ApiException
 from .context import Context
 from .extravars import plain
 from .kube import GLOBALNODES, GROUP, VERSION
+from .orphans import OrphanReturns
 
 CONTROL_PLANE_LABELS = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
 FREE, RESERVED, OCCUPIED = "free", "reserved", "occupied"
@@ -183,8 +185,9 @@ async def node_event(type: str | None, body: kopf.Body, name: str, memo: kopf.Me
         await _converge(ctx, node, record, logger)
 
 
-async def resync(ctx: Context, logger: logging.Logger) -> None:
-    """One pass: every worker Node has its GlobalNode; reservations of vanished virtual clusters are freed."""
+async def resync(ctx: Context, logger: logging.Logger, orphans: OrphanReturns | None = None) -> None:
+    """One pass: every worker Node has its GlobalNode; reservations of vanished virtual clusters are freed and
+    the nodes they had promoted are returned."""
     nodes = await ctx.api.list_nodes()
     for node in nodes:
         if is_control_plane(node):
@@ -193,7 +196,10 @@ async def resync(ctx: Context, logger: logging.Logger) -> None:
             await _converge(ctx, node, await _fresh(ctx, node["metadata"]["name"]), logger)
         except (ApiException, kopf.TemporaryError) as exc:
             logger.warning(f"GlobalNode {node['metadata']['name']} not synced: {getattr(exc, 'reason', exc)}")
-    for body in await ctx.api.list_globalnodes():
+    globalnodes = await ctx.api.list_globalnodes()
+    if orphans is not None:
+        await orphans.look(ctx, globalnodes, logger)
+    for body in globalnodes:
         record, owner = Record.from_body(body), ((body.get("status") or {}).get("virtualCluster") or "")
         since = (body.get("status") or {}).get("stateSince") or ""
         if record.state != RESERVED or "/" not in owner or not _older_than(since, RESERVATION_GRACE_SECONDS):
@@ -217,9 +223,17 @@ def _older_than(stamp: str, seconds: float) -> bool:
 
 
 async def resync_loop(ctx: Context, interval: float, logger: logging.Logger) -> None:
+    orphans = OrphanReturns()
+    try:
+        await _resync_forever(ctx, interval, logger, orphans)
+    finally:
+        await orphans.stop()
+
+
+async def _resync_forever(ctx: Context, interval: float, logger: logging.Logger, orphans: OrphanReturns) -> None:
     while True:
         try:
-            await resync(ctx, logger)
+            await resync(ctx, logger, orphans)
         except ApiException as exc:
             logger.warning(f"GlobalNode resync failed: HTTP {exc.status} {exc.reason}; retrying in {interval:.0f}s")
         except Exception:  # the loop must outlive any one bad pass

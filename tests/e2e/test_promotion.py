@@ -35,6 +35,7 @@ from tests.support.virtualclusters import (
 )
 
 NS = "kubenest-e2e-promote"
+OPERATOR: dict[str, OperatorProcess] = {}  # the module's operator, for tests that stop and restart it
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +51,7 @@ def promoting(host_cluster, tmp_path_factory):
     site_vars = write_site_vars(sb.state_dir)
     proc = OperatorProcess(kubeconfig, tmp_path_factory.mktemp("operator"), "--site-vars", str(site_vars),
                            "--node-wait-interval", "5", "--resync-interval", "10").start()
+    OPERATOR["proc"] = proc
     yield sb, api
     leftovers = k8s.CustomObjectsApi(api).list_namespaced_custom_object("kosmos.io", "v1alpha1", NS, "virtualclusters")
     for vc in leftovers["items"]:
@@ -183,6 +185,30 @@ def test_two_virtual_clusters_race_for_one_node(promoting):
     assert vc["status"]["nodes"][0]["name"] == "kn-w2"
     delete_vc(api, NS, waiting[0], timeout=600)
     assert globalnode(api, "kn-w2")["status"]["state"] == "free" and host_node_ready(api, "kn-w2")
+
+
+def test_nodes_of_a_force_deleted_virtual_cluster_come_back(promoting):
+    """A VirtualCluster removed without its finalizer while no operator ran: the next operator returns its node."""
+    sb, api = promoting
+    create_vc(api, NS, "orphan", {"promoteResources": {"nodes": ["kn-w1"]}})
+    wait_ready(api, NS, "orphan", timeout=900)
+    custom = k8s.CustomObjectsApi(api)
+    OPERATOR["proc"].stop()
+    try:
+        custom.patch_namespaced_custom_object("kosmos.io", "v1alpha1", NS, "virtualclusters", "orphan",
+                                              {"metadata": {"finalizers": None}})
+        custom.delete_namespaced_custom_object("kosmos.io", "v1alpha1", NS, "virtualclusters", "orphan")
+        wait_for(lambda: get_vc(api, NS, "orphan") is None, 60, "the VirtualCluster gone")
+        assert globalnode(api, "kn-w1")["status"]["state"] == "occupied"
+    finally:
+        OPERATOR["proc"].start()
+    started = time.monotonic()
+    wait_for(lambda: globalnode(api, "kn-w1")["status"]["state"] == "free" and host_node_ready(api, "kn-w1"), 600,
+             "kn-w1 free and Ready in the host")
+    print(f"\nnode of the vanished virtual cluster back in {time.monotonic() - started:.0f}s")
+    assert not globalnode(api, "kn-w1")["status"].get("virtualCluster")
+    assert "kubenest-vc-ca" not in kubelet_cert_issuer(sb, "kn-w1")
+    assert "10-kubenest-tenant.conflist" not in on_node(sb, "kn-w1", "ls /etc/cni/net.d")
 
 
 def test_plain_playbook_with_the_globalnodes_inventory_promotes_named_nodes(promoting, tmp_path):

@@ -46,7 +46,7 @@ PROMOTE_STEPS = ["Drain", "Stash", "Reset", "RemoveHostNode", "Token", "NodeFile
                  "ServingCertificate", "Labels", "PodNetwork", "Ready", "Occupied"]
 RETURN_STEPS = ["Returning", "TenantDrain", "HostRejoin", "HostWipe", "HostRestore", "HostKubelet", "HostReady",
                 "HostRelease"]
-IN_CI = {"Reset", "Ready", "HostKubelet"}
+IN_CI = {"Reset", "HostKubelet"}
 WANTS_NODE = {"promoteResources": {"nodes": [NODE]}}
 NO_NODES = {"promoteResources": {"nodes": []}}
 
