@@ -98,3 +98,32 @@ class PlainPlaybook:
     def tenant(self, api):
         secret = k8s.CoreV1Api(api).read_namespaced_secret(f"{self.name}-admin-kubeconfig", self.namespace)
         return tenant_client({"spec": {"kubeconfig": secret.data["kubeconfig"]}})[0]
+
+
+def globalnode_free(api, name: str) -> bool:
+    try:
+        status = globalnode(api, name).get("status") or {}
+    except ApiException:
+        return False
+    return status.get("state") == "free" and not status.get("virtualCluster")
+
+
+def assert_back_in_host_clean(sb, api, node_name: str, tenant=None) -> None:
+    """The end state of every failed promotion and of every finished return."""
+    node = host_node(api, node_name)
+    assert node is not None and host_node_ready(api, node_name), f"{node_name} is not Ready in the host cluster"
+    assert not node.spec.unschedulable, f"{node_name} is still cordoned"
+    assert node.metadata.labels.get("kubernetes.io/hostname") == node_name
+    assert globalnode_free(api, node_name), f"GlobalNode {node_name}: {globalnode(api, node_name).get('status')}"
+    stashes = k8s.CoreV1Api(api).list_namespaced_secret("kubenest-system").items
+    assert f"kubenest-node-{node_name}" not in {s.metadata.name for s in stashes}
+    # On the node: the host CA pinned, a host-issued kubelet certificate, no tenant network or join file.
+    assert on_node(sb, node_name, "cat /etc/kubernetes/pki/ca.crt").strip() == host_ca_pem(sb).strip()
+    assert "kubenest-vc-ca" not in kubelet_cert_issuer(sb, node_name)
+    files = on_node(sb, node_name, "ls /etc/cni/net.d /etc/kubernetes")
+    assert "10-kubenest-tenant.conflist" not in files and "bootstrap-kubelet.conf" not in files
+    if tenant is not None:  # nothing about the node left in the tenant
+        assert node_name not in {n.metadata.name for n in k8s.CoreV1Api(tenant).list_node().items}
+        tokens = k8s.CoreV1Api(tenant).list_namespaced_secret(
+            "kube-system", label_selector=f"kosmos.io/globalnode={node_name}").items
+        assert not tokens, [t.metadata.name for t in tokens]

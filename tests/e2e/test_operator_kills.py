@@ -1,0 +1,115 @@
+"""The operator SIGKILLed in the middle of a promotion and of a return, and started again.
+
+Wherever it dies, the node must end in exactly one place: in the tenant (GlobalNode occupied, tenant Node
+Ready, no host Node) or in the host (GlobalNode free, host Node Ready), never lost, never in both, and never
+without a running kubelet. The kill points are tasks of the node_promote role, seen in status.progress.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+from kubernetes import client as k8s
+
+from sandbox.operator import write_site_vars
+from tests.e2e.conftest import run_python
+from tests.support.nodes import globalnode, host_node, host_node_ready, kubelet_cert_issuer, on_node
+from tests.support.virtualclusters import (
+    REPO_ROOT,
+    OperatorProcess,
+    create_vc,
+    ensure_namespace,
+    get_vc,
+    install_crds,
+    tenant_client,
+    wait_for,
+    wait_ready,
+)
+
+NS = "kubenest-e2e-kills"
+NODE = "kn-w1"
+# (task of promotion at which the operator dies, task of return at which it dies), in role order.
+POINTS = [
+    ("Cordon and drain the host node", "Drain the node in the tenant"),
+    ("Delete the Node from the host cluster", "Put the host configuration back"),
+    ("Start the kubelet", "Start the host node services"),
+    ("Wait until the Node is Ready in the tenant", "Wait until the node is Ready in the host cluster"),
+]
+IN_CI = {"Wait until the Node is Ready in the tenant"}
+
+
+@pytest.fixture(scope="module")
+def operator(host_cluster, tmp_path_factory):
+    sb, api = host_cluster
+    kubeconfig = sb.state_dir / "kubeconfig"
+    install_crds(kubeconfig)
+    sandbox_operator = subprocess.run([sys.executable, "-m", "sandbox.operator", "status"], cwd=REPO_ROOT,
+                                      capture_output=True, check=False).returncode == 0
+    if sandbox_operator:
+        run_python("-m", "sandbox.operator", "stop")
+    ensure_namespace(api, NS)
+    proc = OperatorProcess(kubeconfig, tmp_path_factory.mktemp("operator"), "--site-vars",
+                           str(write_site_vars(sb.state_dir)), "--node-wait-interval", "5", "--resync-interval", "10",
+                           "--progress-interval", "0.5", "--backoff-base", "5").start()
+    yield sb, api, proc
+    proc.stop()
+    if sandbox_operator:
+        run_python("-m", "sandbox.operator", "start")
+
+
+def _kill_at(api, proc: OperatorProcess, name: str, task: str, timeout: float = 900) -> str:
+    """SIGKILL the operator (and its playbook) once the run of `name` is in `task`; start it again."""
+    seen = []
+
+    def in_task():
+        vc = get_vc(api, NS, name)
+        current = (((vc or {}).get("status") or {}).get("progress") or {}).get("currentTask") or ""
+        if current and (not seen or seen[-1] != current):
+            seen.append(current)
+        return task in current
+
+    wait_for(in_task, timeout, f"{name}'s run at task {task!r} (seen: {seen[-5:]})", interval=0.2)
+    proc.kill()
+    time.sleep(2)
+    proc.start()
+    return seen[-1]
+
+
+def _in_tenant_only(sb, api, vc) -> None:
+    status = globalnode(api, NODE)["status"]
+    assert status["state"] == "occupied" and status["virtualCluster"] == f"{NS}/{vc['metadata']['name']}", status
+    assert host_node(api, NODE) is None, f"{NODE} is in the host cluster too"
+    tenant, _cfg = tenant_client(vc, api)
+    nodes = {n.metadata.name: n for n in k8s.CoreV1Api(tenant).list_node().items}
+    assert NODE in nodes and any(c.type == "Ready" and c.status == "True" for c in nodes[NODE].status.conditions)
+    assert "kubenest-vc-ca" in kubelet_cert_issuer(sb, NODE)
+    assert on_node(sb, NODE, "systemctl is-active kubelet").strip() == "active"
+
+
+def _in_host_only(sb, api) -> None:
+    status = globalnode(api, NODE)["status"]
+    assert status["state"] == "free" and not status.get("virtualCluster"), status
+    assert host_node_ready(api, NODE) and not host_node(api, NODE).spec.unschedulable
+    assert "kubenest-vc-ca" not in kubelet_cert_issuer(sb, NODE)
+    assert on_node(sb, NODE, "systemctl is-active kubelet").strip() == "active"
+    assert "10-kubenest-tenant.conflist" not in on_node(sb, NODE, "ls /etc/cni/net.d")
+
+
+@pytest.mark.parametrize(("promotion_task", "return_task"),
+                         [pytest.param(p, r, id=p.split()[0] + "-" + p.split()[-1],
+                                       marks=() if p in IN_CI else pytest.mark.long) for p, r in POINTS])
+def test_a_killed_operator_leaves_the_node_in_exactly_one_cluster(operator, promotion_task, return_task):
+    sb, api, proc = operator
+    name = "killed"
+    create_vc(api, NS, name, {"promoteResources": {"nodes": [NODE]}})
+    print(f"\npromotion killed at {_kill_at(api, proc, name, promotion_task)!r}")
+    vc = wait_ready(api, NS, name, timeout=900)
+    _in_tenant_only(sb, api, vc)
+
+    k8s.CustomObjectsApi(api).delete_namespaced_custom_object("kosmos.io", "v1alpha1", NS, "virtualclusters", name)
+    print(f"return killed at {_kill_at(api, proc, name, return_task)!r}")
+    wait_for(lambda: get_vc(api, NS, name) is None, 900, f"{name} deleted after the restart")
+    _in_host_only(sb, api)
