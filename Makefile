@@ -25,7 +25,7 @@ down:
 help:
 	@echo "make up        local sandbox host cluster, operator and a sample virtual cluster"
 	@echo "make test      everything: installs what it needs, lints, runs unit/integration/e2e tests"
-	@echo "make test-long fault injection at every step of promotion and return (after make test's tiers)"
+	@echo "make test-long faults at every step of promotion and return, operator killed mid-way"
 	@echo "make bench     benchmarks with ratios against their baselines"
 	@echo "make k8s       build (or reuse) the pinned Kubernetes binaries; prints their directory"
 	@echo "make images    build (or reuse) OCI archives of the control-plane and pause images; prints their directory"
@@ -68,7 +68,7 @@ e2e: install
 
 test: install lint unit integration e2e
 
-# Matrices too long for CI: a fault injected at every step of promotion and return (about 25 min).
+# Matrices too long for CI: a fault at every step of promotion and return, the operator killed mid-way.
 test-long: install
 	KUBENEST_LONG=1 $(PYTEST) -m long tests/e2e
 

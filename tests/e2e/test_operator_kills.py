@@ -38,7 +38,7 @@ POINTS = [
     ("Start the kubelet", "Start the host node services"),
     ("Wait until the Node is Ready in the tenant", "Wait until the node is Ready in the host cluster"),
 ]
-IN_CI = {"Wait until the Node is Ready in the tenant"}
+IN_CI: set[str] = set()  # about 4 min per point: make test-long
 
 
 @pytest.fixture(scope="module")

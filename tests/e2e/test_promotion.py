@@ -22,6 +22,7 @@ from tests.support.nodes import (
     host_node_ready,
     kubelet_cert_issuer,
     on_node,
+    tenant_api,
 )
 from tests.support.virtualclusters import (
     REPO_ROOT,
@@ -217,7 +218,7 @@ def test_a_failed_promotion_step_shows_in_the_status_and_is_retried(promoting):
         message = condition(vc, "Ready")["message"]
         assert "failed at step Kubelet and was rolled back" in message, message
         assert vc["status"]["reason"] == "RunFailed" and vc["status"]["phase"] != "Completed"
-        assert_back_in_host_clean(sb, api, "kn-w1", tenant_client(vc, api)[0])
+        assert_back_in_host_clean(sb, api, "kn-w1", tenant_api(api, NS, "orphan"))
     finally:
         _set_fault(sb, None)
     vc = wait_ready(api, NS, "orphan", timeout=900)
@@ -225,25 +226,35 @@ def test_a_failed_promotion_step_shows_in_the_status_and_is_retried(promoting):
 
 
 def test_nodes_of_a_force_deleted_virtual_cluster_come_back(promoting):
-    """A VirtualCluster removed without its finalizer while no operator ran: the next operator returns its node."""
+    """A VirtualCluster removed without its finalizer while no operator ran: the next operator returns its node.
+    Its first return run fails at a step; the node stays held, and the next resync finishes the return."""
     sb, api = promoting
     if get_vc(api, NS, "orphan") is None:
         create_vc(api, NS, "orphan", {"promoteResources": {"nodes": ["kn-w1"]}})
     wait_ready(api, NS, "orphan", timeout=900)
     custom = k8s.CustomObjectsApi(api)
     OPERATOR["proc"].stop()
+    _set_fault(sb, "HostKubelet")
     try:
         custom.patch_namespaced_custom_object("kosmos.io", "v1alpha1", NS, "virtualclusters", "orphan",
                                               {"metadata": {"finalizers": None}})
         custom.delete_namespaced_custom_object("kosmos.io", "v1alpha1", NS, "virtualclusters", "orphan")
         wait_for(lambda: get_vc(api, NS, "orphan") is None, 60, "the VirtualCluster gone")
         assert globalnode(api, "kn-w1")["status"]["state"] == "occupied"
-    finally:
         OPERATOR["proc"].start()
+        log = OPERATOR["proc"].log_dir / f"operator-{OPERATOR['proc'].starts}.log"
+        wait_for(lambda: "returning kn-w1 failed at step HostKubelet" in log.read_text(errors="replace"), 600,
+                 "the first return run failing at HostKubelet")
+        status = globalnode(api, "kn-w1")["status"]
+        assert status["state"] == "returning" and status["virtualCluster"] == f"{NS}/orphan", status
+    finally:
+        _set_fault(sb, None)
+        if OPERATOR["proc"].proc.poll() is not None:
+            OPERATOR["proc"].start()
     started = time.monotonic()
     wait_for(lambda: globalnode_free(api, "kn-w1") and host_node_ready(api, "kn-w1"), 600,
              "kn-w1 free and Ready in the host")
-    print(f"\nnode of the vanished virtual cluster back in {time.monotonic() - started:.0f}s")
+    print(f"\nnode of the vanished virtual cluster back {time.monotonic() - started:.0f}s after the failed return")
     assert_back_in_host_clean(sb, api, "kn-w1")
 
 

@@ -96,8 +96,13 @@ class PlainPlaybook:
         assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
 
     def tenant(self, api):
-        secret = k8s.CoreV1Api(api).read_namespaced_secret(f"{self.name}-admin-kubeconfig", self.namespace)
-        return tenant_client({"spec": {"kubeconfig": secret.data["kubeconfig"]}})[0]
+        return tenant_api(api, self.namespace, self.name)
+
+
+def tenant_api(api, namespace: str, name: str):
+    """A client of the virtual cluster from its admin kubeconfig Secret (also before a run has succeeded)."""
+    secret = k8s.CoreV1Api(api).read_namespaced_secret(f"{name}-admin-kubeconfig", namespace)
+    return tenant_client({"spec": {"kubeconfig": secret.data["kubeconfig"]}})[0]
 
 
 def globalnode_free(api, name: str) -> bool:
