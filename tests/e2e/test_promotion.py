@@ -161,7 +161,7 @@ def test_delete_returns_the_node_clean(promoting):
     assert gn["status"]["state"] == "free" and not gn["status"].get("virtualCluster")
     assert "kubenest-vc-ca" not in kubelet_cert_issuer(sb, "kn-w1")
     leftovers = on_node(sb, "kn-w1", "ls /etc/cni/net.d; iptables-save | grep -c -- '" + cluster_ip + "' || true;"
-                         " ctr -n k8s.io containers ls -q | wc -l")
+                        " ctr -n k8s.io containers ls -q | wc -l")
     assert "10-kubenest-tenant.conflist" not in leftovers
     assert leftovers.split()[-2] == "0", f"tenant service rules left: {leftovers}"
 
