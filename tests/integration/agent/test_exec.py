@@ -78,8 +78,9 @@ def test_bad_request_is_refused_with_reason(agent):
 
 
 def test_many_concurrent_clients(agent):
+    # 24 TLS handshakes at once on a loaded 2-core CI machine: correctness is tested here, speed in make bench.
     def run(i):
-        with agent.client() as c:
+        with agent.client(open_timeout=60) as c:
             return c.exec(shell=f"sleep 0.2; echo {i}").stdout
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=24) as pool:
