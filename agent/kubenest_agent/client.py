@@ -70,8 +70,11 @@ class UnixFrameTransport:
 class WebSocketTransport:
     """A direct mutual-TLS websocket to an agent (tests, the CLI, the mux's own probe)."""
 
-    def __init__(self, uri: str, ssl_context, server_name: str | None, open_timeout: float = 10.0):
+    def __init__(self, uri: str, ssl_context, server_name: str | None, open_timeout: float = 10.0,
+                 pins: tuple[str, ...] = ()):
         from websockets.sync.client import connect
+
+        from .tlsconfig import pin_mismatch
 
         self.where = uri
         try:
@@ -80,6 +83,10 @@ class WebSocketTransport:
                               close_timeout=2, max_queue=8, legacy=True)
         except Exception as exc:  # every failure to connect is a reason the host is unreachable
             raise AgentUnreachable(describe_connect_error(exc, uri)) from None
+        refused = pin_mismatch(self.ws.socket, pins, uri)
+        if refused:
+            self.ws.close()
+            raise AgentUnreachable(refused)
 
     def send(self, frame: bytes) -> None:
         from websockets.exceptions import ConnectionClosed
@@ -274,10 +281,12 @@ class AgentClient:
 
 
 def connect_direct(host: str, port: int, *, ca_file: str, cert_file: str, key_file: str,
-                   server_name: str | None = None, open_timeout: float = 10.0) -> AgentClient:
-    from .tlsconfig import client_context
+                   server_name: str | None = None, open_timeout: float = 10.0, pin=()) -> AgentClient:
+    """`pin`: certificate SHA-256s accepted for this agent (see tlsconfig.normalize_pins); none: the CA decides."""
+    from .tlsconfig import client_context, normalize_pins
 
     ctx = client_context(ca_file, cert_file, key_file)
     netloc = f"[{host}]" if ":" in host else host
-    transport = WebSocketTransport(f"wss://{netloc}:{port}/", ctx, server_name or host, open_timeout)
+    transport = WebSocketTransport(f"wss://{netloc}:{port}/", ctx, server_name or host, open_timeout,
+                                   normalize_pins(pin))
     return AgentClient(transport)

@@ -39,9 +39,13 @@ class Mux:
     async def connect(self) -> None:
         from websockets.asyncio.client import connect
 
-        from .tlsconfig import client_context
+        from .tlsconfig import client_context, normalize_pins, pin_mismatch
 
         a = self.args
+        try:
+            pins = normalize_pins(a.pin)
+        except ValueError as exc:
+            raise AgentUnreachable(str(exc)) from None
         ctx = client_context(a.ca, a.cert, a.key)
         try:
             self.ws = await connect(a.uri, ssl=ctx, server_hostname=a.server_name, subprotocols=[SUBPROTOCOL],
@@ -49,6 +53,11 @@ class Mux:
                                     max_queue=8, ping_interval=20, ping_timeout=20, close_timeout=2)
         except Exception as exc:
             raise AgentUnreachable(describe_connect_error(exc, a.uri)) from None
+        refused = pin_mismatch(self.ws.transport.get_extra_info("ssl_object"), pins, a.uri)
+        if refused:
+            await self.ws.close()
+            self.ws = None
+            raise AgentUnreachable(refused)
         self.reader_task = asyncio.create_task(self._read_agent(self.ws))
         log.info("connected to %s", a.uri)
 
@@ -208,6 +217,7 @@ def main(argv=None) -> int:
     parser.add_argument("--ca", required=True)
     parser.add_argument("--cert", required=True)
     parser.add_argument("--key", required=True)
+    parser.add_argument("--pin", default="", help="accepted agent certificate SHA-256s, comma-separated")
     parser.add_argument("--connect-timeout", type=float, default=10)
     parser.add_argument("--idle-timeout", type=float, default=60)
     args = parser.parse_args(argv)

@@ -15,8 +15,9 @@ from .errors import AgentUnreachable
 SPAWN_TIMEOUT_S = 60
 
 
-def socket_path(mux_dir: str, uri: str, server_name: str, ca: str, cert: str, key: str) -> Path:
-    ident = "\0".join((uri, server_name or "", os.path.abspath(ca), os.path.abspath(cert), os.path.abspath(key)))
+def socket_path(mux_dir: str, uri: str, server_name: str, ca: str, cert: str, key: str, pin: str = "") -> Path:
+    ident = "\0".join((uri, server_name or "", os.path.abspath(ca), os.path.abspath(cert), os.path.abspath(key),
+                       pin))
     return Path(mux_dir) / (hashlib.sha256(ident.encode()).hexdigest()[:20] + ".sock")
 
 
@@ -31,10 +32,11 @@ def _try_connect(path: Path) -> socket.socket | None:
 
 
 def connect_or_spawn(*, mux_dir: str, uri: str, server_name: str, ca: str, cert: str, key: str,
-                     connect_timeout: float, idle_timeout: float) -> socket.socket:
-    """Connect to the mux for this agent, starting it first if none is running."""
+                     connect_timeout: float, idle_timeout: float, pin: str = "") -> socket.socket:
+    """Connect to the mux for this agent, starting it first if none is running. `pin`: the certificate
+    SHA-256s accepted for this agent, comma-separated (a different pin is a different mux)."""
     Path(mux_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
-    path = socket_path(mux_dir, uri, server_name, ca, cert, key)
+    path = socket_path(mux_dir, uri, server_name, ca, cert, key, pin)
     sock = _try_connect(path)
     if sock is not None:
         return sock
@@ -54,7 +56,7 @@ def connect_or_spawn(*, mux_dir: str, uri: str, server_name: str, ca: str, cert:
         with open(log_path, "ab") as log_file:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "kubenest_agent.mux", "--socket", os.fspath(path), "--uri", uri,
-                 "--server-name", server_name, "--ca", ca, "--cert", cert, "--key", key,
+                 "--server-name", server_name, "--ca", ca, "--cert", cert, "--key", key, "--pin", pin,
                  "--connect-timeout", str(connect_timeout), "--idle-timeout", str(idle_timeout)],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log_file, close_fds=True,
                 start_new_session=True)

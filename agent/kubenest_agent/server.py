@@ -172,6 +172,20 @@ class Agent:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def reload_identity(self) -> bool:
+        """Take up a re-issued certificate and key (SIGHUP): new connections present it, open ones go on.
+        A pair that does not load (missing, or key and certificate from different issues) keeps the old one."""
+        try:
+            self.ssl_context = server_context(self.cfg.tls_cert, self.cfg.tls_key, self.cfg.client_ca)
+        except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+            log.error("kept the current certificate: %s or %s does not load: %s", self.cfg.tls_cert,
+                      self.cfg.tls_key, exc)
+            audit.record("reload", ok=False, reason=str(exc))
+            return False
+        log.info("now presenting the certificate in %s", self.cfg.tls_cert)
+        audit.record("reload", ok=True)
+        return True
+
     def health(self, op_id) -> dict:
         return {"op": "result", "id": op_id, "ok": True, "node": self.node, "version": __version__,
                 "protocol": PROTOCOL_VERSION, "pid": os.getpid(),
@@ -213,9 +227,10 @@ class Agent:
 
         stop = stop or asyncio.Event()
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        handlers = {signal.SIGTERM: stop.set, signal.SIGINT: stop.set, signal.SIGHUP: self.reload_identity}
+        for sig, handler in handlers.items():
             try:
-                loop.add_signal_handler(sig, stop.set)
+                loop.add_signal_handler(sig, handler)
             except (RuntimeError, ValueError):
                 pass  # not the main thread (tests)
         async with serve(self._handle, host, port, create_connection=Conn, process_request=self._check_identity,

@@ -50,6 +50,18 @@ options:
     type: str
     vars:
       - name: kubenest_agent_server_name
+  cert_sha256:
+    description:
+      - SHA-256 fingerprints of the agent certificates accepted for this node (hex, colons and a
+        C(sha256:) prefix allowed). When set, a certificate the CA signed but not listed is refused.
+      - The M(kosmos.kubenest.global_node) records them when a returned node's agent certificate is
+        re-issued, and the P(kosmos.kubenest.globalnodes#inventory) inventory sets this for each node, so an
+        older certificate of the node is no longer accepted.
+    type: list
+    elements: str
+    default: []
+    vars:
+      - name: kubenest_agent_cert_sha256
   ca_file:
     description: CA certificate that signed the agents' server certificates.
     type: path
@@ -175,6 +187,7 @@ try:
     from kubenest_agent.mux_client import connect_or_spawn
     from kubenest_agent.pipelining import python_module_command
     from kubenest_agent.protocol import encode
+    from kubenest_agent.tlsconfig import normalize_pins
     HAS_AGENT_LIB = True
 except ImportError:
     HAS_AGENT_LIB = False
@@ -206,12 +219,16 @@ class Connection(ConnectionBase):
         netloc = "[%s]" % host if ":" in host else host
         uri = "wss://%s:%s/" % (netloc, self.get_option("port"))
         try:
+            pin = ",".join(normalize_pins(self.get_option("cert_sha256")))
+        except ValueError as exc:
+            raise AnsibleError("kubenest_agent_cert_sha256 for %s: %s" % (host, to_native(exc)))
+        try:
             sock = connect_or_spawn(
                 mux_dir=os.path.expanduser(self.get_option("control_dir")), uri=uri,
                 server_name=self.get_option("server_name") or host,
                 ca=self.get_option("ca_file"), cert=self.get_option("cert_file"), key=self.get_option("key_file"),
                 connect_timeout=self.get_option("connect_timeout"),
-                idle_timeout=self.get_option("persist_seconds"))
+                idle_timeout=self.get_option("persist_seconds"), pin=pin)
         except AgentUnreachable as exc:
             raise AnsibleConnectionFailure(to_native(exc))
         self._client = AgentClient(UnixFrameTransport(sock))

@@ -106,8 +106,11 @@ class Machine:
         write(root / "etc/kubenest/network.env", network_env.encode(), 0o644)
         changed = write(root / "etc/kubenest-agent/config.toml", agent_config(self.name).encode(), 0o644)
         changed |= write(root / PKI_IN_MACHINE / "ca.crt", Path(pki["ca"]).read_bytes(), 0o644)
-        changed |= write(root / PKI_IN_MACHINE / "node.crt", Path(pki["cert"]).read_bytes(), 0o644)
-        changed |= write(root / PKI_IN_MACHINE / "node.key", Path(pki["key"]).read_bytes(), 0o600)
+        from .pki import reissued_in_machine  # needs cryptography, which `down` does without
+
+        if not reissued_in_machine(root / PKI_IN_MACHINE, self.node, Path(pki["ca"])):
+            changed |= write(root / PKI_IN_MACHINE / "node.crt", Path(pki["cert"]).read_bytes(), 0o644)
+            changed |= write(root / PKI_IN_MACHINE / "node.key", Path(pki["key"]).read_bytes(), 0o600)
         return changed
 
     # -- booting -------------------------------------------------------------------------------------------

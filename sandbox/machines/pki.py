@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 
 from .config import Node, Sandbox
 from .errors import SandboxError
@@ -39,3 +40,22 @@ def node_files(sb: Sandbox, node: Node) -> dict[str, str]:
         if proc.returncode != 0:
             raise SandboxError(f"kubenest-agent certs failed for {node.name}: {proc.stderr.strip()}")
     return {"ca": str(sb.pki_dir / "ca.crt"), "cert": str(cert), "key": str(sb.pki_dir / f"{node.name}.key")}
+
+
+def reissued_in_machine(pki_in_machine: Path, node: Node, ca_file: Path) -> bool:
+    """Whether the machine holds its own certificate for this node from the same CA, with its key: one the
+    node_promote role re-issued when the node came back from a virtual cluster. It stays; putting back the
+    first one would present a certificate its GlobalNode no longer accepts."""
+    cert_path, key_path = pki_in_machine / "node.crt", pki_in_machine / "node.key"
+    if not (_matches(cert_path, node) and key_path.is_file()):
+        return False
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
+    ca = x509.load_pem_x509_certificate(ca_file.read_bytes())
+    try:
+        cert.verify_directly_issued_by(ca)
+        key = load_pem_private_key(key_path.read_bytes(), password=None)
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return key.public_key().public_numbers() == cert.public_key().public_numbers()

@@ -9,6 +9,7 @@ import time
 import pytest
 import yaml
 from kubernetes import client as k8s
+from kubernetes.client.rest import ApiException
 
 from sandbox.operator import write_site_vars
 from tests.e2e.conftest import run_python
@@ -19,10 +20,12 @@ from tests.support.nodes import (
     assert_back_in_host_clean,
     globalnode,
     globalnode_free,
+    host_node,
     host_node_ready,
     kubelet_cert_issuer,
     on_node,
     tenant_api,
+    tenant_traces,
 )
 from tests.support.virtualclusters import (
     REPO_ROOT,
@@ -278,3 +281,71 @@ def test_plain_playbook_with_the_globalnodes_inventory_promotes_named_nodes(prom
         playbook.ok("absent", spec)
     for name in ("kn-w2", "kn-w3"):
         assert globalnode(api, name)["status"]["state"] == "free" and host_node_ready(api, name)
+
+
+def _nodes_ready(vc) -> str:
+    return ((vc or {}).get("status") or {}).get("nodesReady", "")
+
+
+def _tenant_echo(tenant, node: str) -> None:
+    """A pod with a NodePort Service on `node`, in a namespace whose name the node must forget on return."""
+    core = k8s.CoreV1Api(tenant)
+    try:
+        core.create_namespace({"metadata": {"name": "scale-apps"}})
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+    apps, labels = k8s.AppsV1Api(tenant), {"app": f"on-{node}"}
+    apps.create_namespaced_deployment("scale-apps", {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": f"on-{node}"},
+        "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "containers": [{"name": "echo", "image": "kubenest.local/echo:1.0"}]}}}})
+    core.create_namespaced_service("scale-apps", {
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": f"on-{node}"},
+        "spec": {"type": "NodePort", "selector": labels, "ports": [{"port": 80, "targetPort": 8080}]}})
+    wait_for(lambda: (apps.read_namespaced_deployment(f"on-{node}", "scale-apps").status.available_replicas
+                      or 0) >= 1, 180, f"a tenant pod on {node}")
+
+
+def test_node_count_up_and_down_then_delete_leaves_nothing_of_the_tenant(promoting):
+    """nodeCount 1 -> 2 -> 1 -> delete: the surplus goes back, every node ends free, Ready in the host and
+    without tenant files, containers or kube-proxy rules."""
+    sb, api = promoting
+    pool = ["kn-w2", "kn-w3"]
+    custom = k8s.CustomObjectsApi(api)
+
+    def scale(count: int) -> dict:
+        custom.patch_namespaced_custom_object("kosmos.io", "v1alpha1", NS, "virtualclusters", "scale", {
+            "spec": {"promotePolicies": [{"labelSelector": {"matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "In", "values": pool}]}, "nodeCount": count}]}})
+        return _wait_vc(api, "scale", lambda vc: _nodes_ready(vc) == f"{count}/{count}"
+                        and condition(vc, "Ready").get("status") == "True", 900, f"{count} nodes Ready")
+
+    create_vc(api, NS, "scale", {"promotePolicies": [{"labelSelector": {"matchExpressions": [
+        {"key": "kubernetes.io/hostname", "operator": "In", "values": pool}]}, "nodeCount": 1}]})
+    vc = _wait_vc(api, "scale", lambda vc: condition(vc, "Ready").get("status") == "True", 900, "1 node Ready")
+    first = [n["name"] for n in vc["status"]["nodes"]]
+    assert len(first) == 1 and first[0] in pool
+    tenant = tenant_api(api, NS, "scale")
+
+    vc = scale(2)
+    held = sorted(n["name"] for n in vc["status"]["nodes"])
+    assert held == pool and all(n["ready"] for n in vc["status"]["nodes"])
+    assert {n.metadata.name for n in k8s.CoreV1Api(tenant).list_node().items} == set(pool)
+    for name in pool:
+        assert globalnode(api, name)["status"]["virtualCluster"] == f"{NS}/scale" and not host_node(api, name)
+        _tenant_echo(tenant, name)
+
+    vc = scale(1)
+    kept = [n["name"] for n in vc["status"]["nodes"]]
+    returned = [name for name in pool if name not in kept]
+    assert len(kept) == 1 and len(returned) == 1
+    assert_back_in_host_clean(sb, api, returned[0], tenant)
+    assert tenant_traces(sb, api, returned[0], "scale-apps") == []
+    assert {n.metadata.name for n in k8s.CoreV1Api(tenant).list_node().items} == set(kept)
+
+    delete_vc(api, NS, "scale", timeout=600)
+    for name in ("kn-w1", *pool):
+        assert_back_in_host_clean(sb, api, name)
+        assert tenant_traces(sb, api, name, "scale-apps") == []

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import ipaddress
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -132,3 +134,28 @@ def assert_back_in_host_clean(sb, api, node_name: str, tenant=None) -> None:
         tokens = k8s.CoreV1Api(tenant).list_namespaced_secret(
             "kube-system", label_selector=f"kosmos.io/globalnode={node_name}").items
         assert not tokens, [t.metadata.name for t in tokens]
+
+
+# The hosted tenants' pod and Service ranges (roles/control_plane defaults): no host rule points into them.
+TENANT_RANGES = (ipaddress.ip_network("198.18.64.0/18"), ipaddress.ip_network("198.18.128.0/17"))
+
+
+def tenant_traces(sb, api, node_name: str, tenant_namespace: str) -> list[str]:
+    """What a virtual cluster could have left on a node back in the host: containers of pods the host does not
+    know, iptables rules of the tenant's kube-proxy (its Services by name, its pod and Service addresses)."""
+    traces = []
+    labels = on_node(sb, node_name, "for c in $(ctr -n k8s.io containers ls -q); do"
+                     " ctr -n k8s.io containers info $c | grep -o '\"io.kubernetes.pod.uid\": \"[^\"]*\"';"
+                     " done")
+    # Listed after the containers: a host pod is created before its containers.
+    host_pods = {p.metadata.uid for p in k8s.CoreV1Api(api).list_pod_for_all_namespaces(
+        field_selector=f"spec.nodeName={node_name}").items}
+    traces += [f"container of pod {uid}" for uid in re.findall(r'"io.kubernetes.pod.uid": "([^"]*)"', labels)
+               if uid not in host_pods]
+    rules = on_node(sb, node_name, "iptables-save")
+    traces += [f"rule: {line}" for line in rules.splitlines() if f"{tenant_namespace}/" in line]
+    for line in rules.splitlines():
+        for word in re.findall(r"\d+\.\d+\.\d+\.\d+", line):
+            if any(ipaddress.ip_address(word) in net for net in TENANT_RANGES):
+                traces.append(f"rule into a tenant range: {line}")
+    return traces
