@@ -15,6 +15,8 @@ description:
     cluster holding a node.
   - Host variable C(kosmos_globalnode) holds the GlobalNode's state, virtual cluster and labels; labels come
     from the host Nodes and are never evaluated as templates.
+  - Host variable C(kubenest_agent_cert_sha256) pins the node's agent certificate once the GlobalNode records
+    one (after its certificate was re-issued on return), so an older certificate of the node is refused.
   - The file must end in C(globalnodes.yml) or C(globalnodes.yaml). Usable as an AWX inventory source.
 author:
   - kosmos.kubenest maintainers (@kosmos-kubenest)
@@ -72,6 +74,7 @@ from ansible.plugins.inventory import BaseInventoryPlugin, Constructable
 from ansible.utils.unsafe_proxy import wrap_var
 from ansible_collections.kosmos.kubenest.plugins.module_utils.globalnodes import (
     GlobalNodes,
+    agent_pins_of,
     name_of,
     owner_of,
     state_of,
@@ -129,6 +132,9 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
                 self.inventory.set_variable(host, key, value)
             if spec.get("nodeIP"):
                 self.inventory.set_variable(host, "ansible_host", wrap_var(spec["nodeIP"]))
+            pins = agent_pins_of(node)
+            if pins:  # recorded when the agent's certificate was re-issued: an older one is refused
+                self.inventory.set_variable(host, "kubenest_agent_cert_sha256", wrap_var(pins))
             facts = {"state": state, "virtualCluster": owner, "nodeIP": spec.get("nodeIP"),
                      "labels": dict(spec.get("labels") or {})}
             # Node labels are written by whoever may label host Nodes: data, never templates.

@@ -63,6 +63,11 @@ def labels_of(node):
     return (node.get("spec") or {}).get("labels") or {}
 
 
+def agent_pins_of(node):
+    """SHA-256s of the agent certificates accepted for the node, as recorded when one was re-issued."""
+    return list(((node.get("status") or {}).get("agent") or {}).get("certificateSHA256") or [])
+
+
 def owned_by(node, owner):
     return state_of(node) in OWNED and owner_of(node) == owner
 
@@ -194,10 +199,24 @@ def check_transition(node, owner, target):
     return state != target
 
 
-def transition_patch(node, owner, target, reason, message, at=None):
-    """The status merge patch moving `node` to `target`, guarded by its resourceVersion."""
+def check_pins(node, owner, pins):
+    """Raise ClaimError unless `owner` may record agent certificates for `node` (only while it holds it);
+    return whether they differ from the recorded ones."""
+    if state_of(node) == FREE or owner_of(node) != owner:
+        raise ClaimError("GlobalNode %s is %s by %s: only its holder %s records its agent certificate"
+                         % (name_of(node), state_of(node), owner_of(node) or "nobody", owner))
+    return sorted(pins) != sorted(agent_pins_of(node))
+
+
+def transition_patch(node, owner, target, reason, message, at=None, pins=None):
+    """The status merge patch moving `node` to `target` (and recording its agent certificates when `pins` is
+    given), guarded by its resourceVersion."""
     at = at or now()
     status = {"state": target, "virtualCluster": None if target == FREE else owner, "stateSince": at}
+    if target == state_of(node):
+        status["stateSince"] = (node.get("status") or {}).get("stateSince") or at
+    if pins is not None:
+        status["agent"] = {"certificateSHA256": list(pins), "recordedAt": at}
     claimed = "False" if target == FREE else "True"
     previous = [c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == CONDITION]
     moved = not previous or previous[0].get("status") != claimed or not previous[0].get("lastTransitionTime")
@@ -235,13 +254,16 @@ class GlobalNodes:
                 raise Conflict(name) from None
             raise
 
-    def transition(self, name, owner, target, reason, message, attempts=5, check_mode=False):
-        """Move one node; re-read and re-check on conflicts. Returns (changed, before, after)."""
+    def transition(self, name, owner, target, reason, message, attempts=5, check_mode=False, pins=None):
+        """Move one node (and record its agent certificates when `pins` is given); re-read and re-check on
+        conflicts. `target` None keeps the node's state. Returns (changed, before, after)."""
         for _attempt in range(attempts):
             node = self.get(name)
-            if not check_transition(node, owner, target):
+            pins_change = pins is not None and check_pins(node, owner, pins)
+            moves = check_transition(node, owner, target or state_of(node))
+            if not moves and not pins_change:
                 return False, node, node
-            patch = transition_patch(node, owner, target, reason, message)
+            patch = transition_patch(node, owner, target or state_of(node), reason, message, pins=pins)
             if check_mode:
                 return True, node, _merged(node, patch)
             try:

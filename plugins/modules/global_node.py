@@ -33,10 +33,11 @@ options:
     type: str
     required: true
   state:
-    description: The state to move nodes to.
+    description:
+      - The state to move nodes to.
+      - Omitted (only with O(names) and O(agent_certificates)), the nodes keep their state.
     type: str
     choices: [reserved, occupied, returning, held, free]
-    required: true
   names:
     description: Nodes to move. Exclusive with O(policies) and O(select_nodes).
     type: list
@@ -102,6 +103,15 @@ options:
         description: Label selector of the pods (C(matchLabels), C(matchExpressions)).
         type: dict
         required: true
+  agent_certificates:
+    description:
+      - SHA-256 fingerprints (hex) of the agent certificates to accept for the nodes in O(names), recorded in
+        C(status.agent.certificateSHA256) with the transition. Connections through the
+        P(kosmos.kubenest.globalnodes#inventory) inventory then refuse any other certificate the CA signed.
+      - Recorded only by the virtual cluster holding the nodes (when its nodes come back and their agent
+        certificate is re-issued). Only with O(names).
+    type: list
+    elements: str
   reason:
     description: Reason of the GlobalNode's C(Claimed) condition.
     type: str
@@ -141,6 +151,13 @@ EXAMPLES = r"""
     names: [kn-w1]
     reason: Promoted
     note: joined the virtual cluster
+
+- name: Accept the re-issued agent certificate of a returning node, and the old one until it is in use
+  kosmos.kubenest.global_node:
+    virtual_cluster: tenant-a/vc1
+    names: [kn-w1]
+    agent_certificates: ["{{ old_fingerprint }}", "{{ new_fingerprint }}"]
+    reason: AgentCertificateRenewal
 
 - name: Give a node back to the pool
   kosmos.kubenest.global_node:
@@ -211,7 +228,8 @@ CLAIM_ATTEMPTS = 3
 
 
 def _summary(node):
-    return {"state": gn.state_of(node), "virtualCluster": gn.owner_of(node)}
+    return {"state": gn.state_of(node), "virtualCluster": gn.owner_of(node),
+            "agentCertificates": gn.agent_pins_of(node)}
 
 
 def _facts(node):
@@ -242,7 +260,7 @@ def main():
         argument_spec=dict(
             KUBECONFIG_ARGS,
             virtual_cluster=dict(type="str", required=True),
-            state=dict(type="str", required=True, choices=["reserved", "occupied", "returning", "held", "free"]),
+            state=dict(type="str", choices=["reserved", "occupied", "returning", "held", "free"]),
             names=dict(type="list", elements="str"),
             policies=dict(type="list", elements="dict"),
             select_nodes=dict(type="list", elements="str"),
@@ -257,10 +275,13 @@ def main():
                 namespace=dict(type="str", required=True),
                 selector=dict(type="dict", required=True),
             )),
+            agent_certificates=dict(type="list", elements="str"),
             reason=dict(type="str", default="Updated"),
             note=dict(type="str", default=""),
         ),
         mutually_exclusive=[("names", "policies"), ("names", "select_nodes")],
+        required_one_of=[("state", "agent_certificates")],
+        required_by={"agent_certificates": "names"},
         supports_check_mode=True,
     )
     if not HAS_KUBERNETES:
@@ -274,6 +295,13 @@ def main():
         module.fail_json(msg="policies and select_nodes choose nodes to reserve: use them with state=reserved")
     if not selecting and p["names"] is None:
         module.fail_json(msg="give names, or policies/select_nodes with state=reserved")
+    pins = None
+    if p["agent_certificates"] is not None:
+        pins = sorted(set(pin.strip().lower().replace(":", "") for pin in p["agent_certificates"]))
+        bad = [pin for pin in pins if len(pin) != 64 or pin.strip("0123456789abcdef")]
+        if bad or not pins:
+            module.fail_json(msg="agent_certificates: %s is not a list of SHA-256 fingerprints (64 hex digits)"
+                             % (bad or p["agent_certificates"]))
 
     try:
         client = api_client(p["kubeconfig"], p["context"])
@@ -311,12 +339,12 @@ def main():
         else:
             for name in p["names"]:
                 changed, before, after = nodes.transition(name, owner, p["state"], p["reason"], p["note"],
-                                                          check_mode=module.check_mode)
+                                                          check_mode=module.check_mode, pins=pins)
                 if changed:
                     result["moved"].append(name)
                     diff["before"][name], diff["after"][name] = _summary(before), _summary(after)
                 result["nodes"][name] = _facts(after)
-            result["message"] = "%d node(s) %s" % (len(p["names"]), p["state"])
+            result["message"] = "%d node(s) %s" % (len(p["names"]), p["state"] or "with agent certificates recorded")
     except gn.ClaimError as exc:
         module.fail_json(msg=str(exc))
     except gn.Conflict as exc:

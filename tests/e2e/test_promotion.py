@@ -17,6 +17,8 @@ from tests.support.http import get_text
 from tests.support.nodes import (
     CREDENTIAL_FILES,
     PlainPlaybook,
+    agent_cert_sha256,
+    agent_refuses_pin,
     assert_back_in_host_clean,
     globalnode,
     globalnode_free,
@@ -278,9 +280,15 @@ def test_plain_playbook_with_the_globalnodes_inventory_promotes_named_nodes(prom
             port = _echo(tenant, f"on-{name}", name)
             assert f"host=on-{name}-" in _get(f"http://{ip}:{port}/")  # each node's NodePort, its local pod
     finally:
-        playbook.ok("absent", spec)
+        playbook.ok("absent", spec, node_promote_hold_returned=True)
+    for name in ("kn-w2", "kn-w3"):  # held for the platform team: out of the pool and cordoned
+        status = globalnode(api, name)["status"]
+        assert status["state"] == "held" and status["virtualCluster"] == "kubenest-e2e-playbook/named", status
+        assert host_node_ready(api, name) and host_node(api, name).spec.unschedulable
+    playbook.clear("kn-w2", "kn-w3")
     for name in ("kn-w2", "kn-w3"):
-        assert globalnode(api, name)["status"]["state"] == "free" and host_node_ready(api, name)
+        assert_back_in_host_clean(sb, api, name)
+        assert globalnode(api, name)["status"]["agent"]["certificateSHA256"] == [agent_cert_sha256(sb, name)]
 
 
 def _nodes_ready(vc) -> str:
@@ -322,6 +330,7 @@ def test_node_count_up_and_down_then_delete_leaves_nothing_of_the_tenant(promoti
         return _wait_vc(api, "scale", lambda vc: _nodes_ready(vc) == f"{count}/{count}"
                         and condition(vc, "Ready").get("status") == "True", 900, f"{count} nodes Ready")
 
+    before = {name: agent_cert_sha256(sb, name) for name in pool}
     create_vc(api, NS, "scale", {"promotePolicies": [{"labelSelector": {"matchExpressions": [
         {"key": "kubernetes.io/hostname", "operator": "In", "values": pool}]}, "nodeCount": 1}]})
     vc = _wait_vc(api, "scale", lambda vc: condition(vc, "Ready").get("status") == "True", 900, "1 node Ready")
@@ -343,6 +352,11 @@ def test_node_count_up_and_down_then_delete_leaves_nothing_of_the_tenant(promoti
     assert len(kept) == 1 and len(returned) == 1
     assert_back_in_host_clean(sb, api, returned[0], tenant)
     assert tenant_traces(sb, api, returned[0], "scale-apps") == []
+    # A new agent identity: the GlobalNode accepts only the certificate the agent presents now, not the old one.
+    now = agent_cert_sha256(sb, returned[0])
+    assert now != before[returned[0]]
+    assert globalnode(api, returned[0])["status"]["agent"]["certificateSHA256"] == [now]
+    assert "not the one recorded for it" in agent_refuses_pin(sb, returned[0], before[returned[0]])
     assert {n.metadata.name for n in k8s.CoreV1Api(tenant).list_node().items} == set(kept)
 
     delete_vc(api, NS, "scale", timeout=600)

@@ -35,7 +35,7 @@ NODE = "kn-w3"
 PROMOTE_STEPS = ["Drain", "Stash", "Reset", "RemoveHostNode", "Token", "NodeFiles", "Images", "Kubelet", "Register",
                  "ServingCertificate", "Labels", "PodNetwork", "Ready", "Occupied"]
 RETURN_STEPS = ["Returning", "TenantDrain", "HostRejoin", "HostWipe", "HostRestore", "HostKubelet", "HostReady",
-                "HostRelease"]
+                "AgentIdentity", "HostRelease"]
 IN_CI: set[str] = set()  # CI fails one promotion and one return through the operator (test_promotion.py)
 WANTS_NODE = {"promoteResources": {"nodes": [NODE]}}
 NO_NODES = {"promoteResources": {"nodes": []}}

@@ -16,6 +16,8 @@ from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
 from kubenest_agent.client import connect_direct
+from kubenest_agent.errors import AgentUnreachable
+from kubenest_agent.tlsconfig import fingerprint
 from tests.support.virtualclusters import REPO_ROOT, tenant_client
 
 # Files that hold a cluster's credentials on a node.
@@ -49,6 +51,28 @@ def on_node(sb, name: str, command: str) -> str:
                         key_file=str(pki / "client.key"), server_name=node.ip) as agent:
         result = agent.exec(shell=command, timeout=60)
     return result.stdout.decode()
+
+
+def agent_cert_sha256(sb, name: str) -> str:
+    """Fingerprint of the certificate the node's agent presents now."""
+    node = next(n for n in sb.nodes if n.name == name)
+    pki = sb.state_dir / "pki"
+    with connect_direct(node.ip, 7443, ca_file=str(pki / "ca.crt"), cert_file=str(pki / "client.crt"),
+                        key_file=str(pki / "client.key"), server_name=node.ip) as agent:
+        return fingerprint(agent.transport.ws.socket.getpeercert(binary_form=True))
+
+
+def agent_refuses_pin(sb, name: str, pin: str) -> str:
+    """The error of a connection to the node's agent that accepts only `pin` ("" when it connects)."""
+    node = next(n for n in sb.nodes if n.name == name)
+    pki = sb.state_dir / "pki"
+    try:
+        with connect_direct(node.ip, 7443, ca_file=str(pki / "ca.crt"), cert_file=str(pki / "client.crt"),
+                            key_file=str(pki / "client.key"), server_name=node.ip, pin=[pin]) as agent:
+            agent.health()
+    except AgentUnreachable as exc:
+        return str(exc)
+    return ""
 
 
 def kubelet_cert_issuer(sb, name: str) -> str:
@@ -85,13 +109,24 @@ class PlainPlaybook:
 
     def run(self, state: str, spec: dict, **extra) -> subprocess.CompletedProcess:
         request = {"kubenest_host_kubeconfig": str(self.sb.state_dir / "kubeconfig"),
-                   "kubenest_images_dir": str(images_dir(self.sb)), **extra,
+                   "kubenest_images_dir": str(images_dir(self.sb)),
+                   "kubenest_agent_ca_path": str(self.sb.state_dir / "pki" / "ca"), **extra,
                    "virtualcluster": {"namespace": self.namespace, "name": self.name, "uid": "", "state": state,
                                       "spec": spec}}
         self.vars_file.write_text(json.dumps(request))
         return subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(self.inventory),
                                str(REPO_ROOT / "playbooks" / "virtualcluster.yml"), "-e", f"@{self.vars_file}"],
                               capture_output=True, text=True, timeout=1200, check=False)
+
+    def clear(self, *nodes: str) -> None:
+        """playbooks/node_clear.yml: held nodes back to the pool."""
+        proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(self.inventory),
+                               str(REPO_ROOT / "playbooks" / "node_clear.yml"),
+                               "-e", f"kubenest_host_kubeconfig={self.sb.state_dir / 'kubeconfig'}",
+                               "-e", f"kubenest_agent_ca_path={self.sb.state_dir / 'pki' / 'ca'}",
+                               "-e", f"kubenest_clear_nodes={','.join(nodes)}"],
+                              capture_output=True, text=True, timeout=600, check=False)
+        assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
 
     def ok(self, state: str, spec: dict, **extra) -> None:
         proc = self.run(state, spec, **extra)

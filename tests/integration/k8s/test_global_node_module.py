@@ -187,3 +187,22 @@ def test_free_nodes_are_kept_for_a_virtual_cluster_that_asked_earlier(globalnode
     assert rc == 0 and res["satisfied"]
     rc, res = module(apiserver, check=True, virtual_cluster="t2/small", state="reserved", policies=policy("q", 1))
     assert rc == 0 and res["satisfied"]
+
+
+def test_the_holder_records_agent_certificates_and_they_outlive_the_release(globalnodes, apiserver):
+    globalnodes.make("gn-p1", {})
+    old, new = "a" * 64, "B" * 64
+    assert module(apiserver, virtual_cluster="t/a", state="reserved", names=["gn-p1"])[0] == 0
+    rc, result = module(apiserver, virtual_cluster="t/b", names=["gn-p1"], agent_certificates=[new])
+    assert rc != 0 and "only its holder t/b records" in result["msg"]
+    rc, result = module(apiserver, virtual_cluster="t/a", names=["gn-p1"], agent_certificates=[old, new])
+    assert rc == 0 and result["changed"], result
+    status = globalnodes.get_cluster_custom_object(GROUP, VERSION, PLURAL, "gn-p1")["status"]
+    assert status["state"] == "reserved" and status["agent"]["certificateSHA256"] == [old, new.lower()]
+    assert not module(apiserver, virtual_cluster="t/a", names=["gn-p1"], agent_certificates=[new, old])[1]["changed"]
+    rc, result = module(apiserver, virtual_cluster="t/a", state="free", names=["gn-p1"], agent_certificates=[new])
+    assert rc == 0 and result["changed"]
+    status = globalnodes.get_cluster_custom_object(GROUP, VERSION, PLURAL, "gn-p1")["status"]
+    assert status["state"] == "free" and status["agent"]["certificateSHA256"] == [new.lower()]
+    rc, result = module(apiserver, virtual_cluster="t/a", state="free", names=["gn-p1"], agent_certificates=["xyz"])
+    assert rc != 0 and "not a list of SHA-256 fingerprints" in result["msg"]

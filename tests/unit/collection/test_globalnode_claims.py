@@ -120,3 +120,32 @@ def test_waiters_are_served_oldest_first_and_a_later_request_gets_what_they_leav
     assert plan.satisfied and plan.add == ["w4"]
     named = gn.plan_claim(nodes, OWNER, names=["w1"], blocked=kept)
     assert not named.satisfied and "w1 is kept for a virtual cluster that asked earlier" in named.message()
+
+
+OLD, NEW = "a" * 64, "b" * 64
+
+
+def test_only_the_holder_records_agent_certificates_and_a_change_is_a_change():
+    held = node("w1", "returning", "t/vc1")
+    assert gn.check_pins(held, "t/vc1", [OLD, NEW])
+    held["status"]["agent"] = {"certificateSHA256": [NEW, OLD]}
+    assert not gn.check_pins(held, "t/vc1", [OLD, NEW])
+    for other, owner in ((held, "t/vc2"), (node("w2"), "t/vc1")):
+        with pytest.raises(gn.ClaimError, match="only its holder t/vc. records"):
+            gn.check_pins(other, owner, [NEW])
+
+
+def test_a_release_records_the_new_certificate_and_keeps_it_on_the_free_node():
+    held = node("w1", "returning", "t/vc1")
+    patch = gn.transition_patch(held, "t/vc1", gn.FREE, "Returned", "", at="2026-01-01T00:00:00Z", pins=[NEW])
+    assert patch["status"]["agent"] == {"certificateSHA256": [NEW], "recordedAt": "2026-01-01T00:00:00Z"}
+    assert patch["status"]["state"] == "free" and patch["status"]["virtualCluster"] is None
+    assert gn.agent_pins_of({"status": patch["status"]}) == [NEW]
+    assert "agent" not in gn.transition_patch(held, "t/vc1", gn.FREE, "Returned", "")["status"]
+
+
+def test_recording_certificates_in_place_keeps_the_time_the_state_began():
+    held = node("w1", "returning", "t/vc1")
+    held["status"]["stateSince"] = "2026-01-01T00:00:00Z"
+    patch = gn.transition_patch(held, "t/vc1", gn.RETURNING, "AgentCertificateRenewal", "", pins=[OLD, NEW])
+    assert patch["status"]["stateSince"] == "2026-01-01T00:00:00Z"
