@@ -9,7 +9,7 @@ name: cert_sha256
 short_description: SHA-256 fingerprint of a PEM certificate
 version_added: 1.1.0
 description:
-  - The SHA-256 of the certificate's DER form, lowercase hex: the form in which GlobalNodes record the agent
+  - The SHA-256 of the certificate's DER form in lowercase hex, the form in which GlobalNodes record the agent
     certificates accepted for a node (see the C(cert_sha256) option of the kosmos.kubenest.nodeagent connection).
 author:
   - kosmos.kubenest maintainers (@kosmos-kubenest)
