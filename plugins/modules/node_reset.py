@@ -10,8 +10,8 @@ module: node_reset
 short_description: Remove every workload, pod network and credential of a cluster from a node
 version_added: 1.1.0
 description:
-  - Run on a node whose kubelet is stopped, before it joins another cluster. In order, it kills and deletes
-    every container (pods and their sandboxes) in the containerd namespace O(containerd_namespace), deletes the
+  - Run on a node before it joins another cluster. In order, it stops and disables the units O(stop_units),
+    kills and deletes every container (pods and their sandboxes) in the containerd namespace O(containerd_namespace), deletes the
     pods' network namespaces and the pod bridge O(bridge), removes the iptables chains kube-proxy made
     (C(kube-proxy --cleanup)) and the CNI plugins' chains, unmounts what the kubelet mounted, and deletes
     O(paths).
@@ -19,6 +19,13 @@ description:
 author:
   - kosmos.kubenest maintainers (@kosmos-kubenest)
 options:
+  stop_units:
+    description:
+      - systemd units stopped and disabled first (the kubelet and other node services), so nothing recreates
+        what is removed afterwards. A unit that does not exist is skipped.
+    type: list
+    elements: str
+    default: []
   paths:
     description:
       - Files and directories to delete (credentials, kubelet and CNI state, configuration). A path ending in
@@ -56,6 +63,7 @@ attributes:
 EXAMPLES = r"""
 - name: Forget the host cluster
   kosmos.kubenest.node_reset:
+    stop_units: [kubelet, kube-proxy]
     paths:
       - /etc/kubernetes
       - /var/lib/kubelet
@@ -64,6 +72,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+stopped:
+  description: Units that were running or enabled and are now stopped and disabled.
+  returned: always
+  type: list
+  elements: str
 containers:
   description: Containers deleted.
   returned: always
@@ -106,7 +119,7 @@ class Reset:
     def __init__(self, module):
         self.module = module
         self.check = module.check_mode
-        self.result = dict(containers=[], netns=[], unmounted=[], removed=[], chains=[], kube_proxy_cleanup=False)
+        self.result = dict(stopped=[], containers=[], netns=[], unmounted=[], removed=[], chains=[], kube_proxy_cleanup=False)
 
     def run(self, argv, check_rc=True):
         rc, out, err = self.module.run_command(argv)
@@ -114,6 +127,24 @@ class Reset:
             self.module.fail_json(msg="%s failed (rc %d): %s" % (" ".join(argv), rc, err.strip() or out.strip()),
                                   **self.result)
         return rc, out
+
+    def units(self, names):
+        """One `systemctl show` for all units, one `systemctl disable --now` for those still up."""
+        if not names:
+            return
+        systemctl = self.module.get_bin_path("systemctl", required=True)
+        _rc, out = self.run([systemctl, "show", "--property=Id,LoadState,ActiveState,UnitFileState", "--"]
+                            + [n if "." in n else n + ".service" for n in names])
+        up = []
+        for block in out.strip().split("\n\n"):
+            props = dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
+            if props.get("LoadState") != "loaded":
+                continue
+            if props.get("ActiveState") not in ("inactive", "failed") or props.get("UnitFileState") == "enabled":
+                up.append(props["Id"])
+        self.result["stopped"] = up
+        if up and not self.check:
+            self.run([systemctl, "disable", "--now", "--"] + up)
 
     def containers(self, namespace):
         ctr = self.module.get_bin_path("ctr")
@@ -214,6 +245,7 @@ class Reset:
 def main():
     module = AnsibleModule(
         argument_spec=dict(
+            stop_units=dict(type="list", elements="str", default=[]),
             paths=dict(type="list", elements="path", default=[]),
             containerd_namespace=dict(type="str", default="k8s.io"),
             bridge=dict(type="str", default="cni0"),
@@ -228,13 +260,14 @@ def main():
         if os.path.normpath(path[:-2] if path.endswith("/*") else path) in PROTECTED:
             module.fail_json(msg="paths: refusing to delete %s" % path)
     reset = Reset(module)
+    reset.units(p["stop_units"])
     reset.containers(p["containerd_namespace"])
     reset.network(p["bridge"])
     reset.iptables(p["kube_proxy"])
     reset.mounts(p["mount_roots"])
     reset.paths(p["paths"])
     r = reset.result
-    changed = bool(r["containers"] or r["netns"] or r["unmounted"] or r["removed"] or r["chains"]
+    changed = bool(r["stopped"] or r["containers"] or r["netns"] or r["unmounted"] or r["removed"] or r["chains"]
                    or r["kube_proxy_cleanup"])
     module.exit_json(changed=changed, **r)
 
