@@ -49,3 +49,44 @@ def check_serving_request(request, node, usages, allowed_ips, allowed_dns):
     if sans.get_values_for_type(x509.RFC822Name) or sans.get_values_for_type(x509.UniformResourceIdentifier):
         return "e-mail or URI names are not allowed"
     return None
+
+
+SIGNER = "kubernetes.io/kubelet-serving"
+APPROVAL_REASON = "KubenestNodeVerified"
+
+
+def approve_serving_requests(k8s, api, node, ip_addresses, dns_names, check_mode=False):
+    """Approve the pending kubelet-serving requests of `node` that pass check_serving_request.
+
+    k8s is the kubernetes.client package, api a CertificatesV1Api. Returns {approved, issued, refused}: names
+    approved now, names approved earlier, and {name, reason} of requests left pending.
+    """
+    result = dict(approved=[], issued=[], refused=[])
+    for csr in api.list_certificate_signing_request(_request_timeout=30).items:
+        spec = csr.spec
+        if spec.signer_name != SIGNER or spec.username != "system:node:%s" % node:
+            continue
+        states = [c.type for c in ((csr.status and csr.status.conditions) or [])]
+        if "Denied" in states or "Failed" in states:
+            continue
+        if "Approved" in states:
+            result["issued"].append(csr.metadata.name)
+            continue
+        problem = check_serving_request(spec.request, node, spec.usages or [], set(ip_addresses),
+                                        set(dns_names) | {node})
+        if problem:
+            result["refused"].append({"name": csr.metadata.name, "reason": problem})
+            continue
+        if not check_mode:
+            csr.status = csr.status or k8s.V1CertificateSigningRequestStatus()
+            csr.status.conditions = (csr.status.conditions or []) + [k8s.V1CertificateSigningRequestCondition(
+                type="Approved", status="True", reason=APPROVAL_REASON,
+                message="kosmos.kubenest checked the node name and addresses")]
+            api.replace_certificate_signing_request_approval(csr.metadata.name, csr, _request_timeout=30)
+        result["approved"].append(csr.metadata.name)
+    return result
+
+
+def refusals(result):
+    """The reasons of refused requests as one phrase ('' when none)."""
+    return "; ".join("%s: %s" % (r["name"], r["reason"]) for r in result["refused"])

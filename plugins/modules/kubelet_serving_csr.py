@@ -85,7 +85,11 @@ refused:
 """
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible_collections.kosmos.kubenest.plugins.module_utils.csr import HAS_CRYPTOGRAPHY, check_serving_request
+from ansible_collections.kosmos.kubenest.plugins.module_utils.csr import (
+    HAS_CRYPTOGRAPHY,
+    approve_serving_requests,
+    refusals,
+)
 from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_client import (
     HAS_KUBERNETES,
     KUBECONFIG_ARGS,
@@ -95,13 +99,6 @@ from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_client import
     api_client,
     describe,
 )
-
-SIGNER = "kubernetes.io/kubelet-serving"
-REASON = "KubenestNodeVerified"
-
-
-def _conditions(csr):
-    return [c.type for c in ((csr.status and csr.status.conditions) or [])]
 
 
 def main():
@@ -126,37 +123,17 @@ def main():
         from kubernetes import client as k8s
 
         api = k8s.CertificatesV1Api(api_client(p["kubeconfig"], p["context"]))
-        for csr in api.list_certificate_signing_request(_request_timeout=30).items:
-            spec = csr.spec
-            if spec.signer_name != SIGNER or spec.username != "system:node:%s" % node:
-                continue
-            states = _conditions(csr)
-            if "Denied" in states or "Failed" in states:
-                continue
-            if "Approved" in states:
-                result["issued"].append(csr.metadata.name)
-                continue
-            problem = check_serving_request(spec.request, node, spec.usages or [],
-                                            set(p["ip_addresses"]), set(p["dns_names"]) | {node})
-            if problem:
-                result["refused"].append({"name": csr.metadata.name, "reason": problem})
-                continue
-            if not module.check_mode:
-                csr.status = csr.status or k8s.V1CertificateSigningRequestStatus()
-                csr.status.conditions = (csr.status.conditions or []) + [k8s.V1CertificateSigningRequestCondition(
-                    type="Approved", status="True", reason=REASON,
-                    message="kosmos.kubenest checked the node name and addresses")]
-                api.replace_certificate_signing_request_approval(csr.metadata.name, csr, _request_timeout=30)
-            result["approved"].append(csr.metadata.name)
+        result.update(approve_serving_requests(k8s, api, node, p["ip_addresses"], p["dns_names"],
+                                               module.check_mode))
     except KubeClientError as exc:
         module.fail_json(msg=str(exc), **result)
     except ApiException as exc:
         module.fail_json(msg="CertificateSigningRequest API call failed: %s" % describe(exc), **result)
     result["changed"] = bool(result["approved"])
     if p["require"] and not (result["approved"] or result["issued"]):
-        why = "; ".join("%s: %s" % (r["name"], r["reason"]) for r in result["refused"])
-        suffix = (": " + why) if why else ""
-        module.fail_json(msg="no acceptable kubelet-serving request from %s yet%s" % (node, suffix), **result)
+        why = refusals(result)
+        module.fail_json(msg="no acceptable kubelet-serving request from %s yet%s" % (node, ": " + why if why else ""),
+                         **result)
     module.exit_json(**result)
 
 

@@ -11,10 +11,10 @@ short_description: Remove every workload, pod network and credential of a cluste
 version_added: 1.1.0
 description:
   - Run on a node before it joins another cluster. In order, it stops and disables the units O(stop_units),
-    kills and deletes every container (pods and their sandboxes) in the containerd namespace O(containerd_namespace), deletes the
-    pods' network namespaces and the pod bridge O(bridge), removes the iptables chains kube-proxy made
-    (C(kube-proxy --cleanup)) and the CNI plugins' chains, unmounts what the kubelet mounted, and deletes
-    O(paths).
+    kills and deletes every container (pods and their sandboxes) in the containerd namespace
+    O(containerd_namespace), deletes the pods' network namespaces and the pod bridge O(bridge), removes the
+    iptables chains kube-proxy made (C(kube-proxy --cleanup)) and the CNI plugins' chains, unmounts what the
+    kubelet mounted, and deletes O(paths).
   - Images stay, so the node does not fetch them again. Idempotent; a clean node reports no change.
 author:
   - kosmos.kubenest maintainers (@kosmos-kubenest)
@@ -119,7 +119,8 @@ class Reset:
     def __init__(self, module):
         self.module = module
         self.check = module.check_mode
-        self.result = dict(stopped=[], containers=[], netns=[], unmounted=[], removed=[], chains=[], kube_proxy_cleanup=False)
+        self.result = dict(stopped=[], containers=[], netns=[], unmounted=[], removed=[], chains=[],
+                           kube_proxy_cleanup=False)
 
     def run(self, argv, check_rc=True):
         rc, out, err = self.module.run_command(argv)

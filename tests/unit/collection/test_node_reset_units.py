@@ -1,0 +1,65 @@
+"""node_reset's unit handling: one `systemctl show` decides, one `systemctl disable --now` acts."""
+
+from __future__ import annotations
+
+import pytest
+from ansible_collections.kosmos.kubenest.plugins.modules.node_reset import Reset
+
+SHOW = """Id=kubelet.service
+LoadState=loaded
+ActiveState=active
+UnitFileState=enabled
+
+Id=kube-proxy.service
+LoadState=not-found
+ActiveState=inactive
+UnitFileState=
+
+Id=kubenest-pod-routes.service
+LoadState=loaded
+ActiveState=inactive
+UnitFileState=disabled
+
+Id=late.service
+LoadState=loaded
+ActiveState=inactive
+UnitFileState=enabled
+"""
+
+
+class FakeModule:
+    def __init__(self, check_mode=False, show=SHOW):
+        self.check_mode, self.show, self.calls = check_mode, show, []
+
+    def get_bin_path(self, name, required=False):
+        return "/usr/bin/" + name
+
+    def run_command(self, argv):
+        self.calls.append(argv)
+        return 0, self.show if argv[1] == "show" else "", ""
+
+    def fail_json(self, **kwargs):
+        raise AssertionError(kwargs)
+
+
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_only_units_that_run_or_start_at_boot_are_stopped(check_mode):
+    module = FakeModule(check_mode)
+    reset = Reset(module)
+    reset.units(["kubelet", "kube-proxy", "kubenest-pod-routes", "late.service"])
+    assert reset.result["stopped"] == ["kubelet.service", "late.service"]
+    show = module.calls[0]
+    assert show[1] == "show" and show[-4:] == ["kubelet.service", "kube-proxy.service",
+                                               "kubenest-pod-routes.service", "late.service"]
+    expected = [] if check_mode else [["/usr/bin/systemctl", "disable", "--now", "--", "kubelet.service",
+                                       "late.service"]]
+    assert module.calls[1:] == expected
+
+
+def test_nothing_to_stop_runs_nothing():
+    module = FakeModule(show="Id=kubelet.service\nLoadState=loaded\nActiveState=inactive\nUnitFileState=disabled\n")
+    reset = Reset(module)
+    reset.units(["kubelet"])
+    assert reset.result["stopped"] == [] and len(module.calls) == 1
+    Reset(module).units([])
+    assert len(module.calls) == 1
