@@ -54,11 +54,14 @@ def install_crds(kubeconfig: Path) -> None:
 
 
 def ensure_namespace(api, name: str) -> None:
+    """A namespace for virtual clusters, at Pod Security level baseline as the README asks of them."""
+    labels = {"pod-security.kubernetes.io/enforce": "baseline", "pod-security.kubernetes.io/enforce-version": "latest"}
     try:
-        k8s.CoreV1Api(api).create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name)))
+        k8s.CoreV1Api(api).create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name, labels=labels)))
     except ApiException as exc:
         if exc.status != 409:
             raise
+        k8s.CoreV1Api(api).patch_namespace(name, {"metadata": {"labels": labels}})
 
 
 def create_vc(api, namespace: str, name: str, spec: dict | None = None) -> dict:
