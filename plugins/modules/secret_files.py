@@ -1,0 +1,224 @@
+#!/usr/bin/python
+# Copyright: (c) kosmos.kubenest contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: secret_files
+short_description: Keep the files of a directory in a Secret, and write them back
+version_added: 1.1.0
+description:
+  - With O(state=restored), writes every key of the Secret O(namespace)/O(name) as a file of O(directory)
+    (mode 0600, atomically); a missing Secret writes nothing. Idempotent generators such as
+    M(kosmos.kubenest.certificate) then see what exists and keep it.
+  - With O(state=stored), reads O(files) from O(directory) and makes them the Secret's data, creating the
+    Secret or replacing its data, labels and ownerReferences when they differ (compare-and-swap on
+    resourceVersion). Keys not in O(files) are dropped.
+  - One module run per Secret, whatever the number of files. File contents never appear in the result.
+author:
+  - kosmos.kubenest maintainers (@kosmos-kubenest)
+options:
+  kubeconfig:
+    description: Kubeconfig of the cluster holding the Secret (default in-cluster or C(~/.kube/config)).
+    type: path
+  context:
+    description: Context of O(kubeconfig) to use.
+    type: str
+  name:
+    description: Secret name.
+    type: str
+    required: true
+  namespace:
+    description: Secret namespace.
+    type: str
+    required: true
+  directory:
+    description: Directory the files are written to or read from (it must exist).
+    type: path
+    required: true
+  state:
+    description: V(restored) writes the Secret's keys as files; V(stored) writes the files into the Secret.
+    type: str
+    choices: [restored, stored]
+    required: true
+  files:
+    description: With O(state=stored), the file names to store (the Secret's keys).
+    type: list
+    elements: str
+    default: []
+  labels:
+    description: With O(state=stored), the Secret's labels.
+    type: dict
+    default: {}
+  owner_references:
+    description: With O(state=stored), the Secret's ownerReferences.
+    type: list
+    elements: dict
+    default: []
+attributes:
+  check_mode:
+    support: full
+    description: Reports what would be written without writing it.
+  diff_mode:
+    support: none
+    description: Secrets are not shown.
+requirements:
+  - kubernetes >= 24.2.0
+"""
+
+EXAMPLES = r"""
+- name: Bring back the PKI of an earlier run
+  kosmos.kubenest.secret_files:
+    name: vc1-pki
+    namespace: tenants
+    directory: "{{ workdir.path }}"
+    state: restored
+
+- name: Keep it
+  kosmos.kubenest.secret_files:
+    name: vc1-pki
+    namespace: tenants
+    directory: "{{ workdir.path }}"
+    state: stored
+    files: [ca.crt, ca.key]
+    labels: {kosmos.io/virtualcluster: vc1}
+"""
+
+RETURN = r"""
+found:
+  description: Whether the Secret existed before this run.
+  returned: always
+  type: bool
+keys:
+  description: Keys written as files (O(state=restored)) or stored in the Secret (O(state=stored)).
+  returned: always
+  type: list
+  elements: str
+"""
+
+import base64
+import os
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.kosmos.kubenest.plugins.module_utils.files import write_atomic
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_client import (
+    HAS_KUBERNETES,
+    KUBECONFIG_ARGS,
+    KUBERNETES_IMPORT_ERROR,
+    ApiException,
+    KubeClientError,
+    api_client,
+    describe,
+)
+
+# Left by client-side apply in earlier versions: a second copy of the data, dropped on the next store.
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def _safe_key(key):
+    return bool(key) and "/" not in key and key not in (".", "..")
+
+
+def _read(core, namespace, name):
+    try:
+        return core.read_namespaced_secret(name, namespace, _request_timeout=30)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def _plain(k8s, obj):
+    """An API object as the plain dict (camelCase keys) a task would write."""
+    return k8s.ApiClient().sanitize_for_serialization(obj)
+
+
+def restore(module, core, p):
+    secret = _read(core, p["namespace"], p["name"])
+    data = (secret.data or {}) if secret is not None else {}
+    bad = sorted(k for k in data if not _safe_key(k))
+    if bad:
+        module.fail_json(msg="Secret %s/%s has keys that are not file names: %s" % (p["namespace"], p["name"], bad))
+    if not module.check_mode:
+        for key, value in data.items():
+            write_atomic(os.path.join(p["directory"], key), base64.b64decode(value), 0o600)
+    return dict(changed=bool(data), found=secret is not None, keys=sorted(data))
+
+
+def store(module, k8s, core, p):
+    bad = sorted(f for f in p["files"] if not _safe_key(f))
+    if bad:
+        module.fail_json(msg="files: not file names: %s" % bad)
+    missing = sorted(f for f in p["files"] if not os.path.isfile(os.path.join(p["directory"], f)))
+    if missing:
+        module.fail_json(msg="files missing in %s: %s" % (p["directory"], ", ".join(missing)))
+    data = {}
+    for name in p["files"]:
+        with open(os.path.join(p["directory"], name), "rb") as fh:
+            data[name] = base64.b64encode(fh.read()).decode()
+    secret = _read(core, p["namespace"], p["name"])
+    result = dict(changed=False, found=secret is not None, keys=sorted(data))
+    if secret is None:
+        result["changed"] = True
+        if not module.check_mode:
+            core.create_namespaced_secret(p["namespace"], k8s.V1Secret(
+                metadata=k8s.V1ObjectMeta(name=p["name"], namespace=p["namespace"], labels=p["labels"] or None,
+                                          owner_references=p["owner_references"] or None),
+                type="Opaque", data=data), _request_timeout=30)
+        return result
+    annotations = dict(secret.metadata.annotations or {})
+    owners = [_plain(k8s, o) for o in secret.metadata.owner_references or []]
+    same = ((secret.data or {}) == data and (secret.metadata.labels or {}) == p["labels"]
+            and owners == p["owner_references"] and LAST_APPLIED not in annotations)
+    if same:
+        return result
+    result["changed"] = True
+    if not module.check_mode:
+        annotations.pop(LAST_APPLIED, None)
+        secret.metadata.annotations = annotations or None
+        secret.metadata.labels = p["labels"] or None
+        secret.metadata.owner_references = p["owner_references"] or None
+        secret.data = data
+        # replace carries the resourceVersion that was read: a concurrent writer makes this fail, not vanish
+        core.replace_namespaced_secret(p["name"], p["namespace"], secret, _request_timeout=30)
+    return result
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            KUBECONFIG_ARGS,
+            name=dict(type="str", required=True),
+            namespace=dict(type="str", required=True),
+            directory=dict(type="path", required=True),
+            state=dict(type="str", required=True, choices=["restored", "stored"]),
+            files=dict(type="list", elements="str", default=[]),
+            labels=dict(type="dict", default={}),
+            owner_references=dict(type="list", elements="dict", default=[]),
+        ),
+        supports_check_mode=True,
+    )
+    if not HAS_KUBERNETES:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
+    p = module.params
+    if not os.path.isdir(p["directory"]):
+        module.fail_json(msg="directory %s does not exist" % p["directory"])
+    try:
+        from kubernetes import client as k8s
+
+        core = k8s.CoreV1Api(api_client(p["kubeconfig"], p["context"]))
+        if p["state"] == "restored":
+            result = restore(module, core, p)
+        else:
+            result = store(module, k8s, core, p)
+    except KubeClientError as exc:
+        module.fail_json(msg=str(exc))
+    except ApiException as exc:
+        module.fail_json(msg="Secret %s/%s: API call failed: %s" % (p["namespace"], p["name"], describe(exc)))
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
