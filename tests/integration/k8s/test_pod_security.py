@@ -86,6 +86,6 @@ def test_operator_pod_passes_restricted(api_client, namespaces):
 def test_shipped_namespaces_carry_their_levels():
     system = yaml.safe_load((REPO / "deploy" / "operator" / "namespace.yaml").read_text())
     assert system["metadata"]["labels"][ENFORCE] == "restricted"
-    tenants = [d for d in yaml.safe_load_all((REPO / "deploy" / "operator" / "namespaced" / "tenant-namespaces.yaml")
-                                             .read_text()) if d and d["kind"] == "Namespace"]
+    served = yaml.safe_load((REPO / "deploy" / "operator" / "namespaced" / "tenant-namespaces.yaml").read_text())
+    tenants = [d for d in served["items"] if d["kind"] == "Namespace"]
     assert tenants and all(t["metadata"]["labels"][ENFORCE] == "baseline" for t in tenants)

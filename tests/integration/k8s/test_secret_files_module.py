@@ -51,7 +51,7 @@ def test_store_and_restore_round_trip(apiserver, core, tmp_path):
     args = dict(name="pki", directory=str(src), state="stored", files=["ca.crt", "ca.key"],
                 labels={"app": "x"}, owner_references=owner)
 
-    rc, result, _ = module(apiserver, check=True, **args)
+    rc, result, out = module(apiserver, check=True, **args)
     assert rc == 0 and result["changed"] and not result["found"], result
     with pytest.raises(ApiException):
         core.read_namespaced_secret("pki", NS)
@@ -63,32 +63,32 @@ def test_store_and_restore_round_trip(apiserver, core, tmp_path):
     assert base64.b64decode(secret.data["ca.key"]).endswith(b"secret-material\n")
     assert secret.metadata.labels == {"app": "x"} and secret.metadata.owner_references[0].uid == "u-1"
 
-    rc, again, _ = module(apiserver, **args)
+    rc, again, out = module(apiserver, **args)
     assert rc == 0 and not again["changed"] and again["found"], again
 
-    rc, result, _ = module(apiserver, name="pki", directory=str(dst), state="restored")
+    rc, result, out = module(apiserver, name="pki", directory=str(dst), state="restored")
     assert rc == 0 and result["keys"] == ["ca.crt", "ca.key"]
     assert (dst / "ca.key").read_bytes() == (src / "ca.key").read_bytes()
     assert oct((dst / "ca.key").stat().st_mode & 0o777) == "0o600"
 
     (src / "ca.crt").write_bytes(b"renewed")
-    rc, result, _ = module(apiserver, **{**args, "files": ["ca.crt"]})
+    rc, result, out = module(apiserver, **{**args, "files": ["ca.crt"]})
     assert rc == 0 and result["changed"]
     assert set(core.read_namespaced_secret("pki", NS).data) == {"ca.crt"}
 
 
 def test_a_missing_secret_restores_nothing(apiserver, tmp_path):
-    rc, result, _ = module(apiserver, name="never-stored", directory=str(tmp_path), state="restored")
+    rc, result, out = module(apiserver, name="never-stored", directory=str(tmp_path), state="restored")
     assert rc == 0 and not result["found"] and result["keys"] == [] and not list(tmp_path.iterdir())
 
 
 def test_bad_input_is_refused_and_changes_nothing(apiserver, core, tmp_path):
     (tmp_path / "a").write_text("a")
-    rc, result, _ = module(apiserver, name="bad", directory=str(tmp_path), state="stored", files=["a", "b"])
+    rc, result, out = module(apiserver, name="bad", directory=str(tmp_path), state="stored", files=["a", "b"])
     assert rc != 0 and result["msg"] == f"files missing in {tmp_path}: b"
-    rc, result, _ = module(apiserver, name="bad", directory=str(tmp_path), state="stored", files=["../etc/x"])
+    rc, result, out = module(apiserver, name="bad", directory=str(tmp_path), state="stored", files=["../etc/x"])
     assert rc != 0 and "not file names" in result["msg"]
-    rc, result, _ = module(apiserver, name="bad", directory=str(tmp_path / "nope"), state="restored")
+    rc, result, out = module(apiserver, name="bad", directory=str(tmp_path / "nope"), state="restored")
     assert rc != 0 and "does not exist" in result["msg"]
     with pytest.raises(ApiException):
         core.read_namespaced_secret("bad", NS)
