@@ -21,13 +21,6 @@ description:
 author:
   - kosmos.kubenest maintainers (@kosmos-kubenest)
 options:
-  kubeconfig:
-    description:
-      - Host cluster kubeconfig. Default C($K8S_AUTH_KUBECONFIG), C($KUBECONFIG), in-cluster, C(~/.kube/config).
-    type: path
-  context:
-    description: Context of O(kubeconfig) to use.
-    type: str
   virtual_cluster:
     description: The claiming virtual cluster as C(namespace/name).
     type: str
@@ -127,11 +120,11 @@ attributes:
   diff_mode:
     support: full
     description: Shows each moved node's state and holder before and after.
-requirements:
-  - kubernetes >= 24.2.0
 notes:
   - A reservation left behind by an interrupted run is kept by its virtual cluster (the next run of the same
     virtual cluster resumes with it) and is released by the operator once that virtual cluster is gone.
+extends_documentation_fragment:
+  - kosmos.kubenest.kube_client
 """
 
 EXAMPLES = r"""

@@ -18,24 +18,9 @@ description:
 author:
   - kosmos.kubenest maintainers (@kosmos-kubenest)
 options:
-  kubeconfig:
-    description: Kubeconfig of the cluster the node joined (an identity that may approve CSRs and label Nodes).
-    type: path
-  context:
-    description: Context of O(kubeconfig) to use.
-    type: str
-  node:
-    description: Node name.
-    type: str
-    required: true
   ip_addresses:
     description:
       - Addresses the node's serving certificate may name, besides the InternalIP addresses its Node reports.
-    type: list
-    elements: str
-    default: []
-  dns_names:
-    description: DNS names the certificate may name; the node name is always allowed.
     type: list
     elements: str
     default: []
@@ -58,9 +43,9 @@ attributes:
   diff_mode:
     support: none
     description: Nothing to show as a diff.
-requirements:
-  - kubernetes >= 24.2.0
-  - cryptography >= 3.3
+extends_documentation_fragment:
+  - kosmos.kubenest.kube_client
+  - kosmos.kubenest.kube_client.serving_csr
 """
 
 EXAMPLES = r"""

@@ -20,12 +20,6 @@ description:
 author:
   - kosmos.kubenest maintainers (@kosmos-kubenest)
 options:
-  kubeconfig:
-    description: Kubeconfig of the cluster holding the Secret (default in-cluster or C(~/.kube/config)).
-    type: path
-  context:
-    description: Context of O(kubeconfig) to use.
-    type: str
   name:
     description: Secret name.
     type: str
@@ -64,8 +58,8 @@ attributes:
   diff_mode:
     support: none
     description: Secrets are not shown.
-requirements:
-  - kubernetes >= 24.2.0
+extends_documentation_fragment:
+  - kosmos.kubenest.kube_client
 """
 
 EXAMPLES = r"""

@@ -64,3 +64,16 @@ def write_play(path: Path, tasks: list, hosts: str = "all", **play) -> Path:
     path.write_text(yaml.safe_dump([{"name": "test", "hosts": hosts, "gather_facts": False, **play,
                                      "tasks": tasks}], allow_unicode=True, sort_keys=False))
     return path
+
+
+def run_module(module: str, kubeconfig: Path, /, check: bool = False, diff: bool = False,
+               **args) -> tuple[int, dict, str]:
+    """One ad-hoc run of the collection module `module` on localhost: (rc, its result, ansible's stdout)."""
+    env = {**os.environ, "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
+           "ANSIBLE_NOCOLOR": "1"}
+    argv = [str(VENV_BIN / "ansible"), "localhost", "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}",
+            "-m", f"kosmos.kubenest.{module}", "-a", json.dumps({"kubeconfig": str(kubeconfig), **args})]
+    argv += ["--check"] * check + ["--diff"] * diff
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120, check=False)
+    data = json.loads(proc.stdout[proc.stdout.index("{"):])
+    return proc.returncode, data["plays"][0]["tasks"][0]["hosts"]["localhost"], proc.stdout

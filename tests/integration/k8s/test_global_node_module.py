@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import concurrent.futures
-import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +10,8 @@ from pathlib import Path
 import kubernetes
 import pytest
 from kubernetes.client.rest import ApiException
+
+from tests.support.playbook import run_module
 
 GROUP, VERSION, PLURAL = "kosmos.io", "v1alpha1", "globalnodes"
 REPO = Path(__file__).resolve().parents[3]
@@ -43,16 +43,8 @@ def globalnodes(api_client, apiserver):
 
 def module(apiserver, check=False, **args):
     """Run the module once with ansible's ad-hoc command; returns (rc, result)."""
-    env = {**os.environ, "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
-           "ANSIBLE_NOCOLOR": "1"}
-    argv = [str(Path(sys.executable).parent / "ansible"), "localhost", "-c", "local",
-            "-e", f"ansible_python_interpreter={sys.executable}", "-m", "kosmos.kubenest.global_node",
-            "-a", json.dumps({"kubeconfig": str(apiserver.kubeconfig), **args})]
-    if check:
-        argv += ["--check", "--diff"]
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120, check=False)
-    data = json.loads(proc.stdout[proc.stdout.index("{"):])
-    return proc.returncode, data["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    rc, result, _out = run_module("global_node", apiserver.kubeconfig, check=check, diff=check, **args)
+    return rc, result
 
 
 def state(api, name):

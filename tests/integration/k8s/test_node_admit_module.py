@@ -5,13 +5,8 @@ from __future__ import annotations
 
 import base64
 import ipaddress
-import json
-import os
-import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 import kubernetes
 import pytest
@@ -21,19 +16,12 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.x509.oid import NameOID
 from kubernetes.client.rest import ApiException
 
+from tests.support.playbook import run_module
+
 
 def module(apiserver, check=False, **args):
-    """Run the module once with ansible's ad-hoc command; returns (rc, result)."""
-    env = {**os.environ, "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
-           "ANSIBLE_NOCOLOR": "1"}
-    argv = [str(Path(sys.executable).parent / "ansible"), "localhost", "-c", "local",
-            "-e", f"ansible_python_interpreter={sys.executable}", "-m", "kosmos.kubenest.node_admit",
-            "-a", json.dumps({"kubeconfig": str(apiserver.kubeconfig), **args})]
-    if check:
-        argv.append("--check")
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120, check=False)
-    data = json.loads(proc.stdout[proc.stdout.index("{"):])
-    return proc.returncode, data["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    rc, result, _out = run_module("node_admit", apiserver.kubeconfig, check=check, **args)
+    return rc, result
 
 
 def serving_request(node: str, ips: list[str]) -> str:

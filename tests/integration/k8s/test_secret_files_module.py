@@ -4,30 +4,18 @@ clear errors that change nothing."""
 from __future__ import annotations
 
 import base64
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import kubernetes
 import pytest
 from kubernetes.client.rest import ApiException
 
+from tests.support.playbook import run_module
+
 NS = "secret-files"
 
 
 def module(apiserver, check=False, **args):
-    env = {**os.environ, "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
-           "ANSIBLE_NOCOLOR": "1"}
-    argv = [str(Path(sys.executable).parent / "ansible"), "localhost", "-c", "local",
-            "-e", f"ansible_python_interpreter={sys.executable}", "-m", "kosmos.kubenest.secret_files",
-            "-a", json.dumps({"kubeconfig": str(apiserver.kubeconfig), "namespace": NS, **args})]
-    if check:
-        argv.append("--check")
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120, check=False)
-    data = json.loads(proc.stdout[proc.stdout.index("{"):])
-    return proc.returncode, data["plays"][0]["tasks"][0]["hosts"]["localhost"], proc.stdout
+    return run_module("secret_files", apiserver.kubeconfig, check=check, namespace=NS, **args)
 
 
 @pytest.fixture(scope="module")

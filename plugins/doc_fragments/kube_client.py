@@ -1,0 +1,43 @@
+# Copyright: (c) kosmos.kubenest contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+
+class ModuleDocFragment:
+    # The modules that talk to a Kubernetes API through module_utils/kube_client.
+    DOCUMENTATION = r"""
+options:
+  kubeconfig:
+    description:
+      - Kubeconfig of the cluster to talk to. Default C($K8S_AUTH_KUBECONFIG), C($KUBECONFIG), in-cluster,
+        C(~/.kube/config).
+    type: path
+  context:
+    description: Context of O(kubeconfig) to use.
+    type: str
+requirements:
+  - kubernetes >= 24.2.0
+"""
+
+    # The modules that approve a kubelet's serving-certificate requests.
+    SERVING_CSR = r"""
+options:
+  node:
+    description: Node name.
+    type: str
+    required: true
+  ip_addresses:
+    description: Addresses the node's serving certificate may name.
+    type: list
+    elements: str
+    default: []
+  dns_names:
+    description: DNS names the certificate may name; the node name is always allowed.
+    type: list
+    elements: str
+    default: []
+requirements:
+  - cryptography >= 3.3
+"""
