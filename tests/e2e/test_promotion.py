@@ -154,13 +154,25 @@ def test_a_promoted_node_going_not_ready_is_followed_by_the_status(promoting):
     assert vc["status"]["phase"] == "Completed" and vc["status"]["nodesReady"] == "1/1"
 
 
-def test_delete_returns_the_node_clean(promoting):
+def _tenant_answers(tenant) -> bool:
+    try:
+        k8s.VersionApi(tenant).get_code(_request_timeout=3)
+    except Exception:
+        return False
+    return True
+
+
+def test_delete_with_a_broken_tenant_apiserver_returns_the_node_clean(promoting):
+    """The tenant's API server is down (its Deployment scaled to 0) when the VirtualCluster is deleted: the return
+    cannot drain or forget the node in the tenant, and still brings it back clean."""
     sb, api = promoting
     vc = get_vc(api, NS, "seed") or wait_ready(api, NS, "seed", timeout=900)
     tenant, _cfg = tenant_client(vc, api)
     cluster_ip = k8s.CoreV1Api(tenant).read_namespaced_service("web", "default").spec.cluster_ip
+    k8s.AppsV1Api(api).patch_namespaced_deployment_scale("seed-apiserver", NS, {"spec": {"replicas": 0}})
+    wait_for(lambda: not _tenant_answers(tenant), 120, "the tenant's API server down")
     seconds = delete_vc(api, NS, "seed", timeout=600)
-    print(f"\nseed deleted, node returned, in {seconds:.0f}s")
+    print(f"\nseed deleted with its API server down, node returned, in {seconds:.0f}s")
     assert host_node_ready(api, "kn-w1")
     gn = globalnode(api, "kn-w1")
     assert gn["status"]["state"] == "free" and not gn["status"].get("virtualCluster")
