@@ -12,6 +12,10 @@ def server_context(cert_file: str, key_file: str, client_ca_file: str) -> ssl.SS
     ctx.load_cert_chain(cert_file, key_file)
     ctx.load_verify_locations(cafile=client_ca_file)
     ctx.verify_mode = ssl.CERT_REQUIRED
+    # No TLS 1.3 session tickets: no client resumes a session, and a ticket that arrives while a threaded
+    # client (websockets' sync client reads in one thread, writes in another) sends its upgrade request
+    # makes OpenSSL drop that request, which then times out on the agent's side.
+    ctx.num_tickets = 0
     return ctx
 
 
