@@ -115,6 +115,18 @@ PROTECTED = ("/", "/etc", "/var", "/var/lib", "/usr", "/run", "/root", "/home")
 CNI_CHAIN_PREFIXES = ("CNI-",)
 
 
+def removal_script(table, saved, chains):
+    """iptables-restore input deleting `chains` of `table` and the rules that jump into them, from the rules as
+    iptables-save printed them: restore reads its own quoting back (a CNI rule's comment holds quoted words,
+    which splitting the line on spaces would break)."""
+    jumps = [line for line in saved.splitlines() if line.startswith("-A ") and line.split()[1] not in chains
+             and any((" -j %s " % c) in line + " " for c in chains)]
+    lines = ["*%s" % table]
+    lines += ["-D" + line[2:] for line in jumps]
+    lines += ["-F %s" % c for c in chains] + ["-X %s" % c for c in chains] + ["COMMIT", ""]
+    return "\n".join(lines)
+
+
 class Reset:
     def __init__(self, module):
         self.module = module
@@ -122,8 +134,8 @@ class Reset:
         self.result = dict(stopped=[], containers=[], netns=[], unmounted=[], removed=[], chains=[],
                            kube_proxy_cleanup=False)
 
-    def run(self, argv, check_rc=True):
-        rc, out, err = self.module.run_command(argv)
+    def run(self, argv, check_rc=True, data=None):
+        rc, out, err = self.module.run_command(argv, data=data, binary_data=data is not None)
         if rc != 0 and check_rc:
             self.module.fail_json(msg="%s failed (rc %d): %s" % (" ".join(argv), rc, err.strip() or out.strip()),
                                   **self.result)
@@ -188,25 +200,17 @@ class Reset:
                     # Exit code is 1 when some mode (ipvs, nftables) has nothing to clean: not an error.
                     self.run([kube_proxy, "--cleanup"], check_rc=False)
         save = self.module.get_bin_path("iptables-save")
-        iptables = self.module.get_bin_path("iptables")
-        if save is None or iptables is None:
+        restore = self.module.get_bin_path("iptables-restore")
+        if save is None or restore is None:
             return
         for table in ("nat", "filter", "mangle"):
             _rc, out = self.run([save, "-t", table], check_rc=False)
             chains = [line[1:].split()[0] for line in out.splitlines()
                       if line.startswith(":") and line[1:].startswith(CNI_CHAIN_PREFIXES)]
-            rules = [line for line in out.splitlines()
-                     if line.startswith("-A ") and any("-j " + c in line or line.split()[1] == c for c in chains)]
             self.result["chains"].extend("%s/%s" % (table, c) for c in chains)
             if self.check or not chains:
                 continue
-            for rule in rules:  # jumps into the chains first, then the chains themselves
-                if rule.split()[1] not in chains:
-                    self.run([iptables, "-t", table, "-D"] + rule.split()[1:], check_rc=False)
-            for chain in chains:
-                self.run([iptables, "-t", table, "-F", chain], check_rc=False)
-            for chain in chains:
-                self.run([iptables, "-t", table, "-X", chain], check_rc=False)
+            self.run([restore, "--noflush"], data=removal_script(table, out, chains))
 
     def mounts(self, roots):
         roots = [r.rstrip("/") for r in roots]

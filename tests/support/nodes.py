@@ -175,7 +175,7 @@ def assert_back_in_host_clean(sb, api, node_name: str, tenant=None) -> None:
 TENANT_RANGES = (ipaddress.ip_network("198.18.64.0/18"), ipaddress.ip_network("198.18.128.0/17"))
 
 
-def tenant_traces(sb, api, node_name: str, tenant_namespace: str) -> list[str]:
+def tenant_traces(sb, api, node_name: str, tenant_namespace: str | None = None) -> list[str]:
     """What a virtual cluster could have left on a node back in the host: containers of pods the host does not
     know, iptables rules of the tenant's kube-proxy (its Services by name, its pod and Service addresses)."""
     traces = []
@@ -188,7 +188,8 @@ def tenant_traces(sb, api, node_name: str, tenant_namespace: str) -> list[str]:
     traces += [f"container of pod {uid}" for uid in re.findall(r'"io.kubernetes.pod.uid": "([^"]*)"', labels)
                if uid not in host_pods]
     rules = on_node(sb, node_name, "iptables-save")
-    traces += [f"rule: {line}" for line in rules.splitlines() if f"{tenant_namespace}/" in line]
+    if tenant_namespace:  # a namespace only the tenant has: the host's kube-proxy names its own Services too
+        traces += [f"rule: {line}" for line in rules.splitlines() if f"{tenant_namespace}/" in line]
     for line in rules.splitlines():
         for word in re.findall(r"\d+\.\d+\.\d+\.\d+", line):
             if any(ipaddress.ip_address(word) in net for net in TENANT_RANGES):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.kosmos.kubenest.plugins.modules.node_reset import Reset
+from ansible_collections.kosmos.kubenest.plugins.modules.node_reset import Reset, removal_script
 
 SHOW = """Id=kubelet.service
 LoadState=loaded
@@ -34,7 +34,7 @@ class FakeModule:
     def get_bin_path(self, name, required=False):
         return "/usr/bin/" + name
 
-    def run_command(self, argv):
+    def run_command(self, argv, data=None, binary_data=False):
         self.calls.append(argv)
         return 0, self.show if argv[1] == "show" else "", ""
 
@@ -63,3 +63,26 @@ def test_nothing_to_stop_runs_nothing():
     assert reset.result["stopped"] == [] and len(module.calls) == 1
     Reset(module).units([])
     assert len(module.calls) == 1
+
+
+SAVED_NAT = """*nat
+:PREROUTING ACCEPT [0:0]
+:POSTROUTING ACCEPT [0:0]
+:CNI-04f617d3bc04 - [0:0]
+-A POSTROUTING -s 198.18.64.2/32 -m comment --comment "name: \\"kubenest-tenant\\" id: \\"db60\\"" -j CNI-04f617d3bc04
+-A POSTROUTING -s 10.1.0.0/16 -j MASQUERADE
+-A CNI-04f617d3bc04 -d 198.18.64.0/24 -j ACCEPT
+COMMIT
+"""
+
+
+def test_removal_script_deletes_jumps_as_saved_then_the_chains():
+    script = removal_script("nat", SAVED_NAT, ["CNI-04f617d3bc04"])
+    assert script.splitlines() == [
+        "*nat",
+        '-D POSTROUTING -s 198.18.64.2/32 -m comment --comment "name: \\"kubenest-tenant\\" id: \\"db60\\""'
+        " -j CNI-04f617d3bc04",
+        "-F CNI-04f617d3bc04",
+        "-X CNI-04f617d3bc04",
+        "COMMIT",
+    ]

@@ -1,0 +1,79 @@
+"""node_reset removes the CNI plugins' chains and the rules jumping into them from real iptables, in a network
+namespace of the test's own: a rule whose comment holds quoted words (the bridge plugin's masquerade rule) is
+deleted too, and the chain with it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import uuid
+
+import pytest
+from ansible_collections.kosmos.kubenest.plugins.modules.node_reset import Reset
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("iptables") is None,
+                                reason="needs root and iptables")
+CHAIN = "CNI-04f617d3bc040b850231434f"
+COMMENT = 'name: "kubenest-tenant" id: "db608c2647e0bb7a7007929e2a720bb57254ec5e2dd8d844df0e5a1e48604b0b"'
+
+
+class NamespacedModule:
+    """Runs the module's commands for real, inside the namespace."""
+
+    check_mode = False
+
+    def __init__(self, netns):
+        self.netns = netns
+
+    def get_bin_path(self, name, required=False):
+        return shutil.which(name)
+
+    def run_command(self, argv, data=None, binary_data=False):
+        proc = subprocess.run(["ip", "netns", "exec", self.netns, *argv], input=data, capture_output=True,
+                              text=True, timeout=60, check=False)
+        return proc.returncode, proc.stdout, proc.stderr
+
+    def fail_json(self, **kwargs):
+        raise AssertionError(kwargs)
+
+
+@pytest.fixture
+def netns():
+    name = "knreset-" + uuid.uuid4().hex[:8]
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    yield name
+    subprocess.run(["ip", "netns", "delete", name], check=False)
+
+
+def _iptables(netns, *argv):
+    subprocess.run(["ip", "netns", "exec", netns, "iptables", *argv], check=True, capture_output=True, timeout=60)
+
+
+def _saved(netns):
+    return subprocess.run(["ip", "netns", "exec", netns, "iptables-save"], check=True, capture_output=True,
+                          text=True, timeout=60).stdout
+
+
+def test_cni_masquerade_rule_with_a_quoted_comment_and_its_chain_go_away(netns):
+    _iptables(netns, "-t", "nat", "-N", CHAIN)
+    _iptables(netns, "-t", "nat", "-A", CHAIN, "-d", "198.18.64.0/24", "-m", "comment", "--comment", COMMENT,
+              "-j", "ACCEPT")
+    _iptables(netns, "-t", "nat", "-A", "POSTROUTING", "-s", "198.18.64.2/32", "-m", "comment", "--comment",
+              COMMENT, "-j", CHAIN)
+    _iptables(netns, "-t", "nat", "-A", "POSTROUTING", "-s", "10.1.0.0/16", "-j", "MASQUERADE")  # not ours
+    _iptables(netns, "-t", "filter", "-N", "CNI-FORWARD")
+    _iptables(netns, "-t", "filter", "-A", "FORWARD", "-m", "comment", "--comment",
+              "CNI firewall plugin rules", "-j", "CNI-FORWARD")
+    assert COMMENT.split()[0] in _saved(netns)
+
+    reset = Reset(NamespacedModule(netns))
+    reset.iptables("/nonexistent/kube-proxy")
+    saved = _saved(netns)
+    assert "CNI-" not in saved and "198.18.64" not in saved, saved
+    assert "-A POSTROUTING -s 10.1.0.0/16 -j MASQUERADE" in saved
+    assert sorted(reset.result["chains"]) == ["filter/CNI-FORWARD", f"nat/{CHAIN}"]
+
+    again = Reset(NamespacedModule(netns))
+    again.iptables("/nonexistent/kube-proxy")
+    assert again.result["chains"] == []  # nothing left to find: a clean node reports no change
