@@ -20,7 +20,7 @@ from sandbox.machines.errors import SandboxError
 
 from .layout import cidrs, pod_subnets
 
-NODE_IMAGES = ["pause", "echo"]
+NODE_IMAGES = ["pause", "echo", "coredns"]
 CONTROL_PLANE_IMAGES = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"]
 
 
@@ -39,6 +39,8 @@ def write_vars(sb, bin_dir: str, images_dir: str) -> dict[str, str]:
         "kubenest_admin_kubeconfig": str(sb.state_dir / "kubeconfig"),
         "kubenest_service_cidr": service_cidr,
         "kubenest_pod_cidr": pod_cidr,
+        # Nothing outside the sandbox's own network may be reached: names outside the cluster get NXDOMAIN.
+        "kubenest_dns_upstream": [],
     }
     (sb.state_dir / "group_vars").mkdir(exist_ok=True)
     (sb.state_dir / "host_vars").mkdir(exist_ok=True)

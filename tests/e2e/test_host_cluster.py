@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import subprocess
 import tempfile
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 from kubernetes import client as k8s
@@ -72,9 +77,26 @@ def _field_env(name: str, path: str):
 
 
 def _echo_workload(api) -> tuple[list, int]:
+    """Two echo pods on two workers behind a NodePort Service (created by the first test that asks)."""
     core, apps = k8s.CoreV1Api(api), k8s.AppsV1Api(api)
     if not _ns_exists(api):
         core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=NAMESPACE)))
+    if not apps.list_namespaced_deployment(NAMESPACE, field_selector="metadata.name=echo").items:
+        _create_echo(core, apps)
+    service = core.read_namespaced_service("echo", NAMESPACE)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        pods = core.list_namespaced_pod(NAMESPACE, label_selector="app=echo").items
+        running = [p for p in pods if p.status.phase == "Running" and p.status.pod_ip
+                   and all(c.ready for c in p.status.container_statuses or [])]
+        if len(running) == 2:
+            return running, service.spec.ports[0].node_port
+        time.sleep(2)
+    events = core.list_namespaced_event(NAMESPACE).items
+    raise AssertionError("echo pods did not run: " + "; ".join(f"{e.reason}: {e.message}" for e in events[-10:]))
+
+
+def _create_echo(core, apps) -> None:
     labels = {"app": "echo"}
     env = [_field_env("POD_IP", "status.podIP"), _field_env("NODE_NAME", "spec.nodeName")]
     spread = k8s.V1Affinity(pod_anti_affinity=k8s.V1PodAntiAffinity(
@@ -89,20 +111,10 @@ def _echo_workload(api) -> tuple[list, int]:
                                           name="echo", image="kubenest.local/echo:1.0", image_pull_policy="Never",
                                           env=env, ports=[k8s.V1ContainerPort(container_port=8080)])]))))
     apps.create_namespaced_deployment(NAMESPACE, deployment)
-    service = core.create_namespaced_service(NAMESPACE, k8s.V1Service(
+    core.create_namespaced_service(NAMESPACE, k8s.V1Service(
         metadata=k8s.V1ObjectMeta(name="echo"),
         spec=k8s.V1ServiceSpec(type="NodePort", selector=labels,
                                ports=[k8s.V1ServicePort(port=80, target_port=8080)])))
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        pods = core.list_namespaced_pod(NAMESPACE, label_selector="app=echo").items
-        running = [p for p in pods if p.status.phase == "Running" and p.status.pod_ip
-                   and all(c.ready for c in p.status.container_statuses or [])]
-        if len(running) == 2:
-            return running, service.spec.ports[0].node_port
-        time.sleep(2)
-    events = core.list_namespaced_event(NAMESPACE).items
-    raise AssertionError("echo pods did not run: " + "; ".join(f"{e.reason}: {e.message}" for e in events[-10:]))
 
 
 def _get(url: str) -> str:
@@ -121,6 +133,57 @@ def test_pods_on_two_workers_reach_each_other_and_a_node_port_answers(cluster):
     assert f"host={b.metadata.name}" in answer and f"node={b.spec.node_name}" in answer
     for node in sb.nodes:
         assert "host=echo-" in _get(f"http://{node.ip}:{node_port}/")
+
+
+def _resolve(pod, name: str) -> tuple[int, str]:
+    """Look `name` up from inside `pod` (the echo image's /resolve): HTTP status and answer."""
+    query = urllib.parse.urlencode({"name": name})
+    try:
+        with urllib.request.urlopen(f"http://{pod.status.pod_ip}:8080/resolve?{query}", timeout=30) as resp:
+            return resp.status, resp.read().decode().strip()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode().strip()
+
+
+def _dns_replicas(api, timeout: float = 120) -> list:
+    """The DNS pods once the Deployment is rolled out (a converge of an older cluster may be rolling it)."""
+    apps, core = k8s.AppsV1Api(api), k8s.CoreV1Api(api)
+    deadline = time.monotonic() + timeout
+    while True:
+        deployment = apps.read_namespaced_deployment("coredns", "kube-system")
+        pods = [p for p in core.list_namespaced_pod("kube-system", label_selector="k8s-app=kube-dns").items
+                if not p.metadata.deletion_timestamp and p.status.phase == "Running"]
+        status, want = deployment.status, deployment.spec.replicas
+        if (status.observed_generation == deployment.metadata.generation and status.updated_replicas == want
+                and status.ready_replicas == want and len(pods) == want):
+            return pods
+        assert time.monotonic() < deadline, f"DNS not rolled out: {status}"
+        time.sleep(2)
+
+
+def test_cluster_dns_answers_for_services_and_refuses_other_names_at_once(cluster):
+    sb, api = cluster
+    core = k8s.CoreV1Api(api)
+    dns = core.read_namespaced_service("kube-dns", "kube-system")
+    group_vars = yaml.safe_load((sb.state_dir / "group_vars" / "all.yml").read_text())
+    service_net = ipaddress.ip_network(group_vars["kubenest_service_cidr"])
+    assert dns.spec.cluster_ip == str(service_net.network_address + 10)  # what every kubelet is told
+    replicas = _dns_replicas(api)
+    assert len({p.spec.node_name for p in replicas}) == len(replicas) == 2, "two DNS replicas on two nodes"
+
+    pods, _node_port = _echo_workload(api)
+    a, b = pods
+    kubernetes_ip = core.read_namespaced_service("kubernetes", "default").spec.cluster_ip
+    for name in ("kubernetes.default.svc.cluster.local", "kubernetes.default", "kubernetes.default.svc"):
+        assert _resolve(a, name) == (200, kubernetes_ip), name
+    echo_ip = core.read_namespaced_service("echo", NAMESPACE).spec.cluster_ip
+    assert _resolve(a, f"echo.{NAMESPACE}.svc.cluster.local") == (200, echo_ip)
+    # by Service name, from a pod on one worker to the pods behind it (one of them on the other worker)
+    seen = {_get(f"http://{a.status.pod_ip}:8080/fetch?url=http://echo/").split()[0] for _attempt in range(16)}
+    assert f"host={b.metadata.name}" in seen and seen <= {f"host={a.metadata.name}", f"host={b.metadata.name}"}
+    # a name outside the cluster: a clean NXDOMAIN (404 from the resolver), not a timeout (502)
+    status, answer = _resolve(b, "kubenest-e2e.example.com")
+    assert status == 404 and "no such host" in answer, (status, answer)
 
 
 def test_node_credentials_are_system_node_and_cannot_read_secrets(cluster):

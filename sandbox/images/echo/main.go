@@ -3,11 +3,15 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -17,7 +21,8 @@ func main() {
 		addr = os.Args[1]
 	}
 	host, _ := os.Hostname()
-	client := &http.Client{Timeout: 5 * time.Second}
+	// A new connection per fetch: a kept-alive one would send every fetch of a Service to the same endpoint.
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	http.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "host=%s pod_ip=%s node=%s\n", host, os.Getenv("POD_IP"), os.Getenv("NODE_NAME"))
 	})
@@ -31,6 +36,22 @@ func main() {
 		defer resp.Body.Close()
 		w.WriteHeader(resp.StatusCode)
 		io.Copy(w, io.LimitReader(resp.Body, 1<<20))
+	})
+	// /resolve?name=kubernetes.default looks the name up with the pod's resolv.conf: 200 and the addresses,
+	// or 404 (no such name) or 502 (any other failure) and the error.
+	http.HandleFunc("/resolve", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+		defer cancel()
+		addrs, err := net.DefaultResolver.LookupHost(ctx, r.URL.Query().Get("name"))
+		var dnsErr *net.DNSError
+		switch {
+		case err == nil:
+			fmt.Fprintln(w, strings.Join(addrs, " "))
+		case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
+			http.Error(w, err.Error(), http.StatusNotFound)
+		default:
+			http.Error(w, err.Error(), http.StatusBadGateway)
+		}
 	})
 	log.Fatal(http.ListenAndServe(addr, nil))
 }

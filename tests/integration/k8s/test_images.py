@@ -17,7 +17,7 @@ import pytest
 from tests.support import k8sbin
 
 pytestmark = pytest.mark.slow
-IMAGES = ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd", "pause"]
+IMAGES = ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd", "pause", "coredns"]
 NAMESPACE = "kubenest-images-test"
 
 
@@ -78,10 +78,10 @@ def test_archives_are_reproducible(tmp_path, oci_images):
 
 
 def test_containerd_imports_and_runs_images(containerd, oci_images, pinned_versions):
-    for name in ("etcd", "kube-apiserver", "pause"):
+    for name in ("etcd", "kube-apiserver", "pause", "coredns"):
         containerd.import_image(oci_images[name]["path"], namespace=NAMESPACE)
     refs = containerd.ctr("images", "ls", "-q", namespace=NAMESPACE).stdout.split()
-    assert {oci_images[n]["ref"] for n in ("etcd", "kube-apiserver", "pause")} <= set(refs)
+    assert {oci_images[n]["ref"] for n in ("etcd", "kube-apiserver", "pause", "coredns")} <= set(refs)
 
     # ctr replaces the whole command line when given one; the pause test below relies on the Entrypoint instead.
     etcd = containerd.run(oci_images["etcd"]["ref"], "etcd-version", "/usr/local/bin/etcd", "--version",
@@ -93,6 +93,14 @@ def test_containerd_imports_and_runs_images(containerd, oci_images, pinned_versi
                                "/usr/local/bin/kube-apiserver", "--version", namespace=NAMESPACE)
     assert apiserver.returncode == 0, apiserver.stderr
     assert apiserver.stdout.strip() == f"Kubernetes {pinned_versions['KUBERNETES_VERSION']}"
+
+    coredns = containerd.run(oci_images["coredns"]["ref"], "coredns-plugins", "/usr/local/bin/coredns", "-plugins",
+                             namespace=NAMESPACE)
+    assert coredns.returncode == 0, coredns.stderr
+    assert {"kubernetes", "forward", "template", "ready"} <= set(coredns.stdout.split())
+    version = containerd.run(oci_images["coredns"]["ref"], "coredns-version", "/usr/local/bin/coredns", "-version",
+                             namespace=NAMESPACE)
+    assert f"CoreDNS-{pinned_versions['COREDNS_VERSION'].lstrip('v')}" in version.stdout
 
 
 def test_pause_container_exits_cleanly_on_sigterm(containerd, oci_images):

@@ -1,0 +1,62 @@
+"""The coredns role against a real API server: the objects land as built, a second run changes nothing, and a
+cluster with no nodes gets its DNS without waiting for it (a virtual cluster before its nodes join)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import kubernetes
+
+from tests.support.playbook import run_playbook, write_play
+
+
+def _play(tmp_path, apiserver, **role_vars):
+    tasks = [
+        {"name": "DNS", "ansible.builtin.include_role": {"name": "kosmos.kubenest.coredns"},
+         "vars": {"coredns_kubeconfig": str(apiserver.kubeconfig), "coredns_service_cidr": apiserver.service_cidr,
+                  "coredns_upstream": [], **role_vars}},
+        {"name": "Show", "ansible.builtin.debug": {"msg": {"address": "{{ coredns_address }}",
+                                                           "ready": "{{ coredns_ready }}"}}},
+    ]
+    playbook = write_play(tmp_path / "dns.yml", tasks, hosts="localhost", connection="local")
+    inventory = tmp_path / "hosts"
+    inventory.write_text(f"localhost ansible_python_interpreter={sys.executable}\n")
+    return playbook, inventory
+
+
+def _changed(result) -> bool:
+    return result.host_stats("localhost")["changed"] > 0
+
+
+def test_role_applies_cluster_dns_and_is_idempotent(tmp_path, apiserver, api_client):
+    playbook, inventory = _play(tmp_path, apiserver, coredns_labels={"team": "dns"})
+    first = run_playbook(playbook, inventory, tmp_path / "cp")
+    assert first.rc == 0, first.stderr
+    shown = first.task("Show", "localhost")["msg"]
+    core = kubernetes.client.CoreV1Api(api_client)
+    service = core.read_namespaced_service("kube-dns", "kube-system")
+    assert shown["address"] == service.spec.cluster_ip and service.spec.cluster_ip.endswith(".10")
+    assert shown["ready"] is False  # no nodes: nothing to wait for
+    deployment = kubernetes.client.AppsV1Api(api_client).read_namespaced_deployment("coredns", "kube-system")
+    assert deployment.spec.replicas == 1 and deployment.metadata.labels["team"] == "dns"
+    corefile = core.read_namespaced_config_map("coredns", "kube-system").data["Corefile"]
+    assert "rcode NXDOMAIN" in corefile
+    rbac = kubernetes.client.RbacAuthorizationV1Api(api_client)
+    assert rbac.read_cluster_role_binding("system:coredns").subjects[0].name == "coredns"
+
+    second = run_playbook(playbook, inventory, tmp_path / "cp")
+    assert second.rc == 0 and not _changed(second), second.data["stats"]
+    # a client-side merge keys ports by number and lost DNS over UDP on the second run
+    ports = core.read_namespaced_service("kube-dns", "kube-system").spec.ports
+    assert sorted((p.port, p.protocol) for p in ports) == [(53, "TCP"), (53, "UDP"), (9153, "TCP")]
+
+
+def test_bad_settings_fail_before_anything_changes(tmp_path, apiserver, api_client):
+    playbook, inventory = _play(tmp_path, apiserver, coredns_cluster_domain="evil.local }\n. { whoami",
+                                coredns_labels={"run": "refused"})
+    result = run_playbook(playbook, inventory, tmp_path / "cp")
+    assert result.rc != 0
+    assert "[kubenest:permanent:InvalidRequest] cluster DNS: cluster domain" in json.dumps(result.data)
+    core = kubernetes.client.CoreV1Api(api_client)
+    assert not core.list_namespaced_config_map("kube-system", label_selector="run=refused").items
