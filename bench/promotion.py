@@ -192,7 +192,7 @@ def main() -> int:
             "agent_ca_file": str(pki / "ca.crt"), "agent_cert_file": str(pki / "client.crt"),
             "agent_key_file": str(pki / "client.key")}))
         request = {"kubenest_host_kubeconfig": str(kubeconfig), "kubenest_images_dir": images,
-                   "kubenest_agent_ca_path": str(sb.pki_dir / "ca"),
+                   "kubenest_agent_ca_path": str(sb.pki_dir / "ca"), "kubenest_dns_upstream": [],
                    "virtualcluster": {"namespace": NS, "name": NAME, "uid": ""}}
         playbook(sb, inventory, request, "present", [])  # the control plane first: not part of the figures
         secret = k8s.CoreV1Api(api).read_namespaced_secret(f"{NAME}-admin-kubeconfig", NS)

@@ -32,7 +32,9 @@ def write_site_vars(state_dir: Path) -> Path:
     site = {"kubenest_agent_ca_file": files["ca"], "kubenest_agent_cert_file": files["cert"],
             "kubenest_agent_key_file": files["key"],
             # The agents' CA: nodes coming back from a virtual cluster get a new agent certificate from it.
-            "kubenest_agent_ca_path": str(sb.pki_dir / "ca")}
+            "kubenest_agent_ca_path": str(sb.pki_dir / "ca"),
+            # Nothing outside the sandbox's own network may be reached: tenant DNS answers NXDOMAIN for other names.
+            "kubenest_dns_upstream": []}
     group_vars = state_dir / "group_vars" / "all.yml"
     if group_vars.is_file():
         images_dir = (yaml.safe_load(group_vars.read_text()) or {}).get("kubenest_images_dir")

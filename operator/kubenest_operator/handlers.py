@@ -74,16 +74,18 @@ async def _report_progress(ctx: Context, namespace: str, name: str, run_id: str,
 
 
 async def _set_ready(ctx: Context, body: kopf.Body, status: str, reason: str, message: str,
-                     generation: int | None, nodes_ready: dict[str, Any] | None = None) -> None:
+                     generation: int | None, *others: dict[str, Any]) -> None:
+    """Ready, with `others` (NodesReady, AddonsReady) replacing their previous values."""
     # Order with the phase patch: on failure the condition goes first, on success last, so whoever waits
     # for phase Failed or for Ready=True finds the rest of the status already in place.
     previous = plain((body.get("status") or {}).get("conditions") or [])
     conditions = [st.condition(st.READY, status, reason, message, generation, previous)]
     # One apply carries every condition the operator owns: server-side apply drops an owned entry left out.
-    if nodes_ready is None:
-        nodes_ready = next((c for c in previous if c.get("type") == st.NODES_READY), None)
-    if nodes_ready is not None:
-        conditions.append(nodes_ready)
+    given = {c["type"]: c for c in others}
+    for type_ in st.OWNED_CONDITIONS:
+        kept = given.get(type_) or next((c for c in previous if c.get("type") == type_), None)
+        if kept is not None:
+            conditions.append(kept)
     await ctx.api.apply_virtualcluster_conditions(
         st.conditions_apply_body(body.metadata.namespace, body.metadata.name, conditions))
 
@@ -174,9 +176,13 @@ async def _complete(ctx: Context, body: kopf.Body, run: Run, retry: int, logger:
     ready = sum(1 for node in nodes if node["ready"])
     satisfied = result.get("nodesSatisfied") not in (False, "False", "false")
     endpoint = result.get("endpoint")
+    addons = st.addons_condition(result.get("addons"), wanted)
     if ready >= wanted:
         phase, message = st.COMPLETED, None
         nodes_condition = ("True", "AllNodesReady", f"{ready} of {wanted} nodes Ready")
+        if not st.addons_allow_ready(addons[0], wanted):
+            # Ready means what a user would check by hand: nodes with no DNS are not a working cluster.
+            phase, message = st.INITIALIZED, f"add-ons not ready: {addons[2]}"
     elif not satisfied:
         phase = st.PENDING
         message = f"waiting for nodes: {result.get('nodesMessage') or f'{ready} of {wanted} nodes available'}"
@@ -193,13 +199,16 @@ async def _complete(ctx: Context, body: kopf.Body, run: Run, retry: int, logger:
         nodes_condition = (*nodes_condition[:2], f"{nodes_condition[2]}; {note}")
     previous = plain((body.get("status") or {}).get("conditions") or [])
     nodes_ready = st.condition(st.NODES_READY, *nodes_condition, generation, previous)
+    addons_ready = st.condition(st.ADDONS_READY, *addons, generation, previous)
     if phase != st.COMPLETED:
         # Ready means what a user would check by hand: never True with fewer Ready nodes than asked for.
-        await _set_ready(ctx, body, "False", nodes_condition[1], nodes_condition[2], generation, nodes_ready)
+        reason, why = (nodes_condition[1], nodes_condition[2]) if nodes_condition[0] != "True" else addons[1:]
+        await _set_ready(ctx, body, "False", reason, why, generation, nodes_ready, addons_ready)
         logger.info(f"{message}; looking again in {ctx.config.node_wait_interval:.0f}s")
         raise kopf.TemporaryError(message, delay=ctx.config.node_wait_interval)
     await _set_ready(ctx, body, "True", "Reconciled",
-                     f"{run.playbook} succeeded in {run.outcome.seconds:.0f}s", generation, nodes_ready)
+                     f"{run.playbook} succeeded in {run.outcome.seconds:.0f}s", generation, nodes_ready,
+                     addons_ready)
     logger.info(f"ready at {endpoint or 'an unreported endpoint'} with {len(nodes)} node(s)")
     return generation
 

@@ -64,9 +64,12 @@ async def look(ctx: Context, body: kopf.Body, logger: logging.Logger) -> bool:
     ready = sum(1 for node in entries if node["ready"])
     generation = status.get("observedGeneration")
     not_ready = [node["name"] for node in entries if not node["ready"]]
+    addons = conditions.get(st.ADDONS_READY) or {}
     if ready >= wanted:
         phase, message = st.COMPLETED, None
         nodes_condition = ("True", "AllNodesReady", f"{ready} of {wanted} nodes Ready")
+        if addons and not st.addons_allow_ready(addons.get("status"), wanted):
+            phase, message = st.INITIALIZED, f"add-ons not ready: {addons.get('message') or ''}"
     else:
         phase = st.INITIALIZED
         message = f"{', '.join(not_ready)} not Ready in the virtual cluster ({ready} of {wanted} nodes Ready)"
@@ -77,6 +80,9 @@ async def look(ctx: Context, body: kopf.Body, logger: logging.Logger) -> bool:
     nodes_ready = st.condition(st.NODES_READY, *nodes_condition, generation, list(conditions.values()))
     if phase == st.COMPLETED:
         await _set_ready(ctx, body, "True", "Reconciled", nodes_condition[2], generation, nodes_ready)
+    elif nodes_condition[0] == "True":
+        await _set_ready(ctx, body, "False", addons.get("reason") or "AddonsNotReady", message, generation,
+                         nodes_ready)
     else:
         await _set_ready(ctx, body, "False", NODE_NOT_READY, message, generation, nodes_ready)
     return True

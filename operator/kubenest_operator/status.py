@@ -16,7 +16,9 @@ from .progress import Progress
 
 PENDING, PREPARING, INITIALIZED, COMPLETED, UPDATING, DELETING, FAILED = (
     "Pending", "Preparing", "Initialized", "Completed", "Updating", "Deleting", "Failed")
-READY, NODES_READY = "Ready", "NodesReady"
+READY, NODES_READY, ADDONS_READY = "Ready", "NodesReady", "AddonsReady"
+# Conditions a run sets besides Ready; every status apply carries all of them.
+OWNED_CONDITIONS = (NODES_READY, ADDONS_READY)
 API_VERSION, KIND = "kosmos.io/v1alpha1", "VirtualCluster"
 
 
@@ -108,3 +110,21 @@ def condition(type_: str, status: str, reason: str, message: str, generation: in
 def conditions_apply_body(namespace: str, name: str, conditions: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"namespace": namespace, "name": name},
             "status": {"conditions": [dict(c) for c in conditions]}}
+
+
+def addons_condition(addons: Any, wanted: int) -> tuple[str, str, str]:
+    """AddonsReady (status, reason, message) from a run's `addons` result."""
+    if not isinstance(addons, Mapping):
+        return "Unknown", "NotReported", "the run reported no add-ons"
+    ready = addons.get("ready") in (True, "True", "true")
+    reason = str(addons.get("reason") or ("AddonsReady" if ready else "AddonsNotReady"))
+    message = str(addons.get("message") or "")
+    if not ready and wanted == 0:
+        reason = "NoNodes"  # installed; nothing to run on until nodes join
+    return ("True" if ready else "False"), reason, message
+
+
+def addons_allow_ready(addons_status: str | None, wanted: int) -> bool:
+    """A virtual cluster with nodes is Ready only when its add-ons are; one without needs its control plane
+    alone."""
+    return wanted == 0 or addons_status == "True"

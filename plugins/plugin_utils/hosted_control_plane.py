@@ -83,6 +83,10 @@ def apiserver_deployment(settings, etcd_endpoint, service_cidr, cluster_domain="
         ("requestheader-username-headers", "X-Remote-User"),
         ("proxy-client-cert-file", PKI + "/front-proxy-client.crt"),
         ("proxy-client-key-file", PKI + "/front-proxy-client.key"),
+        # The `kubernetes` Service's endpoint is written by the tenant_prepare tasks: the address tenant nodes
+        # reach this server at. The server's own choice would be its pod IP in the host, which tenant pods
+        # must not reach.
+        ("endpoint-reconciler-type", "none"),
     ]
     probes = {
         "readinessProbe": http_probe("/readyz", 6443, period=3, scheme="HTTPS"),

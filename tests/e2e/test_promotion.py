@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 import yaml
@@ -118,6 +120,20 @@ def test_seed_cr_promotes_a_worker_that_serves_the_tenant(promoting):
     assert "host=web-" in _get(f"http://198.18.0.12:{port}/")  # NodePort from the host machine
     cluster_ip = k8s.CoreV1Api(tenant).read_namespaced_service("web", "default").spec.cluster_ip
     assert "host=web-" in _get(f"http://198.18.0.12:{port}/fetch?url=http://{cluster_ip}/")  # from a tenant pod
+
+    # The tenant's DNS, through the `kubernetes` Service at the tenant's endpoint (never its host pod IP).
+    addons = condition(vc, "AddonsReady")
+    assert addons["status"] == "True", addons
+    tenant_core = k8s.CoreV1Api(tenant)
+    assert tenant_core.read_namespaced_service("kube-dns", "kube-system").spec.cluster_ip == "198.18.128.10"
+    endpoint = tenant_core.read_namespaced_endpoints("kubernetes", "default").subsets[0]
+    assert [a.ip for a in endpoint.addresses] == [cp.ip]
+    kubernetes_ip = tenant_core.read_namespaced_service("kubernetes", "default").spec.cluster_ip
+    assert _get(f"http://198.18.0.12:{port}/resolve?name=kubernetes.default").strip() == kubernetes_ip
+    assert "host=web-" in _get(f"http://198.18.0.12:{port}/fetch?url=http://web.default.svc.cluster.local/")
+    with pytest.raises(urllib.error.HTTPError) as outside:
+        urllib.request.urlopen(f"http://198.18.0.12:{port}/resolve?name=kubenest-e2e.example.com", timeout=30)
+    assert outside.value.code == 404  # NXDOMAIN at once: the sandbox gives its DNS no upstream
 
     # No host credential on the promoted node: its kubelet's certificate comes from the tenant's CA.
     present = on_node(sb, "kn-w1", "ls " + " ".join(CREDENTIAL_FILES) + " 2>/dev/null")

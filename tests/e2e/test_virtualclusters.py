@@ -70,8 +70,14 @@ def test_virtual_cluster_becomes_ready_and_the_tenant_can_use_it(operator):
     assert status["phase"] == "Completed"
     assert status["endpoint"].startswith("https://")
     assert "kubeconfig" not in vc["spec"]  # the credential stays in the Secret the status names
+    # No nodes: the DNS is installed and waits for them; the control plane alone makes it Ready.
+    addons = condition(vc, "AddonsReady")
+    assert (addons["status"], addons["reason"]) == ("False", "NoNodes"), addons
     tenant, _config = tenant_client(vc, api)
     core = k8s.CoreV1Api(tenant)
+    assert core.read_namespaced_service("kube-dns", "kube-system").spec.cluster_ip == "198.18.128.10"
+    assert [a.ip for a in core.read_namespaced_endpoints("kubernetes", "default").subsets[0].addresses] == \
+        ["198.18.0.11"]
     core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name="team-a")))
     k8s.ApiextensionsV1Api(tenant).create_custom_resource_definition({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",

@@ -110,7 +110,8 @@ class PlainPlaybook:
     def run(self, state: str, spec: dict, **extra) -> subprocess.CompletedProcess:
         request = {"kubenest_host_kubeconfig": str(self.sb.state_dir / "kubeconfig"),
                    "kubenest_images_dir": str(images_dir(self.sb)),
-                   "kubenest_agent_ca_path": str(self.sb.state_dir / "pki" / "ca"), **extra,
+                   "kubenest_agent_ca_path": str(self.sb.state_dir / "pki" / "ca"),
+                   "kubenest_dns_upstream": [], **extra,  # no resolver outside the sandbox may be reached
                    "virtualcluster": {"namespace": self.namespace, "name": self.name, "uid": "", "state": state,
                                       "spec": spec}}
         self.vars_file.write_text(json.dumps(request))

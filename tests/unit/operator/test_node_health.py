@@ -78,3 +78,15 @@ def test_it_comes_back_when_the_node_is_ready_again(monkeypatch):
 def test_no_change_without_cause(body, monkeypatch):
     changed, api = run_look(body, {"kn-w1": True}, monkeypatch)
     assert not changed and api.status_patches == [] and api.condition_bodies == []
+
+
+def test_a_node_back_in_a_cluster_without_dns_leaves_ready_false(monkeypatch):
+    body = vc("Initialized", False, nodes_reason="NodeNotReady")
+    body["status"]["conditions"].append({"type": "AddonsReady", "status": "False", "reason": "DNSNotReady",
+                                         "message": "coredns has no available replica"})
+    changed, api = run_look(body, {"kn-w1": True}, monkeypatch)
+    assert changed and api.status_patches[0]["phase"] == "Initialized"
+    conditions = api.condition_bodies[0]
+    assert conditions["NodesReady"]["status"] == "True"
+    assert (conditions["Ready"]["status"], conditions["Ready"]["reason"]) == ("False", "DNSNotReady")
+    assert conditions["AddonsReady"]["reason"] == "DNSNotReady"  # carried along, not dropped by the apply

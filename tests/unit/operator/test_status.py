@@ -78,3 +78,18 @@ def test_conditions_are_applied_as_an_object_naming_only_ours():
     assert body == {"apiVersion": "kosmos.io/v1alpha1", "kind": "VirtualCluster",
                     "metadata": {"namespace": "tenants", "name": "vc1"},
                     "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def test_addons_ready_follows_the_run_and_says_no_nodes_when_there_are_none():
+    assert st.addons_condition({"ready": True, "reason": "AddonsReady", "message": "DNS answers"}, 2) == \
+        ("True", "AddonsReady", "DNS answers")
+    assert st.addons_condition({"ready": False, "reason": "NoNodes", "message": "waits"}, 0)[:2] == \
+        ("False", "NoNodes")
+    assert st.addons_condition({"ready": False, "reason": "DNSNotReady", "message": "x"}, 2)[:2] == \
+        ("False", "DNSNotReady")
+    assert st.addons_condition(None, 1)[:2] == ("Unknown", "NotReported")
+
+
+def test_ready_needs_the_addons_only_when_there_are_nodes():
+    assert st.addons_allow_ready("False", 0) and st.addons_allow_ready("True", 3)
+    assert not st.addons_allow_ready("False", 1) and not st.addons_allow_ready("Unknown", 1)
