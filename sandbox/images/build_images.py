@@ -215,24 +215,29 @@ def write_archive(spec: ImageSpec, dest: Path) -> Blob:
     return manifest_blob
 
 
-def build_program(name: str, out_dir: Path) -> Path:
-    """Build sandbox/images/<name> (static Go) unless its sources are unchanged."""
-    source_dir = PROGRAMS / name
-    sources = sorted(p for p in source_dir.iterdir() if p.suffix in (".go", ".mod"))
-    source_key = hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in sources)).hexdigest()
-    binary = out_dir / name
-    stamp = out_dir / f"{name}.source-sha256"
+def go_build(source_dir: Path, binary: Path, source_key: str, what: str) -> Path:
+    """`go build` of the main package in `source_dir` into `binary`, unless it was built from `source_key`."""
+    stamp = binary.with_name(binary.name + ".source-sha256")
     if binary.is_file() and stamp.is_file() and stamp.read_text().strip() == source_key:
         return binary
     if shutil.which("go") is None:
-        sys.exit(f"error: go toolchain not found on PATH (needed to build the {name} binary)")
-    out_dir.mkdir(parents=True, exist_ok=True)
+        sys.exit(f"error: go toolchain not found on PATH (needed to build {what})")
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    print(f"building {what}", file=sys.stderr)
     env = dict(os.environ, CGO_ENABLED="0", GOTOOLCHAIN="local", GOFLAGS="-mod=mod")
     subprocess.run(["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(binary) + ".tmp", "."],
                    cwd=source_dir, env=env, check=True)
     Path(str(binary) + ".tmp").replace(binary)
     stamp.write_text(source_key + "\n")
     return binary
+
+
+def build_program(name: str, out_dir: Path) -> Path:
+    """Build sandbox/images/<name> (static Go) unless its sources are unchanged."""
+    source_dir = PROGRAMS / name
+    sources = sorted(p for p in source_dir.iterdir() if p.suffix in (".go", ".mod"))
+    source_key = hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in sources)).hexdigest()
+    return go_build(source_dir, out_dir / name, source_key, f"the {name} binary")
 
 
 # The plugins the cluster DNS Corefile uses (plugins/plugin_utils/cluster_dns.py), and a few for debugging. CoreDNS's
@@ -248,23 +253,10 @@ def build_coredns(version: str, out_dir: Path) -> Path:
     main_go = ('package main\n\nimport (\n\t"github.com/coredns/coredns/coremain"\n\n' + imports
                + ')\n\nfunc main() { coremain.Run() }\n')
     source_key = hashlib.sha256((go_mod + main_go).encode()).hexdigest()
-    binary = out_dir / "coredns"
-    stamp = out_dir / "coredns.source-sha256"
-    if binary.is_file() and stamp.is_file() and stamp.read_text().strip() == source_key:
-        return binary
-    if shutil.which("go") is None:
-        sys.exit("error: go toolchain not found on PATH (needed to build CoreDNS)")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    print(f"building coredns {version}", file=sys.stderr)
-    with tempfile.TemporaryDirectory(dir=out_dir) as work:
+    with tempfile.TemporaryDirectory() as work:
         (Path(work) / "go.mod").write_text(go_mod)
         (Path(work) / "main.go").write_text(main_go)
-        env = dict(os.environ, CGO_ENABLED="0", GOTOOLCHAIN="local", GOFLAGS="-mod=mod")
-        subprocess.run(["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(binary) + ".tmp", "."],
-                       cwd=work, env=env, check=True)
-    Path(str(binary) + ".tmp").replace(binary)
-    stamp.write_text(source_key + "\n")
-    return binary
+        return go_build(Path(work), out_dir / "coredns", source_key, f"CoreDNS {version}")
 
 
 def ensure_image(spec: ImageSpec, out_dir: Path) -> dict:
