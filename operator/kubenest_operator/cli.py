@@ -80,6 +80,9 @@ def parser() -> argparse.ArgumentParser:
                    help="seconds between looks at a virtual cluster waiting for nodes (default 15)")
     p.add_argument("--resync-interval", type=float, default=30.0,
                    help="seconds between full passes over Nodes and GlobalNodes (default 30; the first at start)")
+    p.add_argument("--cert-check-interval", type=float, default=3600.0,
+                   help="seconds between looks at each virtual cluster's certificates; a run renews those "
+                        "inside their renewal window (default 3600)")
     p.add_argument("--site-vars", type=Path, default=None, metavar="FILE",
                    help="YAML mapping of variables for every run, e.g. kubenest_agent_ca_file/cert_file/key_file "
                         "(the agent client credentials) and kubenest_images_dir")
@@ -113,6 +116,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         liveness=args.liveness,
         node_wait_interval=args.node_wait_interval,
         resync_interval=args.resync_interval,
+        cert_check_interval=args.cert_check_interval,
         site_vars=args.site_vars.resolve() if args.site_vars else None,
         allowed_registries=tuple(args.allowed_registries),
         spec_kubeconfig=args.spec_kubeconfig,
@@ -146,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     # Imported for their kopf handlers, registered on kopf's default registry.
-    from . import activities, globalnodes, handlers, node_health, spec_kubeconfig  # noqa: F401
+    from . import activities, cert_renewal, globalnodes, handlers, node_health, spec_kubeconfig  # noqa: F401
     from .context import Context
     from .peering import claim_priority, own_identity
 

@@ -6,10 +6,11 @@ from dataclasses import dataclass
 
 import kubernetes
 
+from .agent_client import AgentClientIdentity
 from .kube import Api, load_configuration
 from .runs import PlaybookRunner, RunDirs
 from .settings import Config, collections_path
-from .slots import RunSlots
+from .slots import ObjectLocks, RunSlots
 
 
 @dataclass
@@ -19,6 +20,8 @@ class Context:
     api: Api
     runner: PlaybookRunner
     slots: RunSlots  # --max-parallel runs at once, --max-parallel-per-namespace of one namespace
+    locks: ObjectLocks  # one run at a time per VirtualCluster
+    agent_identity: AgentClientIdentity  # the client pair runs use for the node agents
 
     @classmethod
     def create(cls, config: Config) -> Context:
@@ -30,7 +33,8 @@ class Context:
                                 collections_path=collections_path(), max_parallel=config.max_parallel,
                                 timeout=config.run_timeout)
         return cls(config, configuration, Api(configuration), runner,
-                   RunSlots(config.max_parallel, config.max_parallel_per_namespace))
+                   RunSlots(config.max_parallel, config.max_parallel_per_namespace), ObjectLocks(),
+                   AgentClientIdentity(config.runs_dir / "agent-client"))
 
     def close(self) -> None:
         self.runner.shutdown()

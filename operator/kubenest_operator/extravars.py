@@ -12,6 +12,7 @@ import yaml
 # Written back by the operator; a credential the playbooks neither need nor should see.
 OPERATOR_OWNED_SPEC_FIELDS = ("kubeconfig",)
 STATES = ("present", "absent")
+RENEW_BEFORE_DAYS = 30  # the roles' default
 
 
 def plain(value: Any) -> Any:
@@ -42,6 +43,15 @@ def load_site_vars(path: Path | None) -> dict[str, Any]:
     if reserved:
         raise ValueError(f"may not set {', '.join(sorted(reserved))}: the operator sets them")
     return data
+
+
+def renew_before_days(site_vars: Mapping[str, Any]) -> float:
+    """Days before its end a certificate is renewed (never more than a third of its lifetime): the site
+    variable the roles read too, so the operator's checks and the runs agree."""
+    try:
+        return float(site_vars.get("kubenest_cert_renew_before_days", RENEW_BEFORE_DAYS))
+    except (TypeError, ValueError):
+        return float(RENEW_BEFORE_DAYS)
 
 
 def build_extravars(body: Mapping[str, Any], state: str, host_kubeconfig: str | None,

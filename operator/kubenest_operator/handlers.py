@@ -125,8 +125,8 @@ async def execute(ctx: Context, body: kopf.Body, state: str, phase: str, logger:
     reporter = asyncio.create_task(
         _report_progress(ctx, namespace, name, run_id, started_at, tracker, stop, logger))
     try:
-        extravars = build_extravars(body, state, ctx.config.kubeconfig, load_site_vars(ctx.config.site_vars),
-                                    ctx.config.allowed_registries)
+        site_vars = ctx.agent_identity.site_vars(load_site_vars(ctx.config.site_vars), logger)
+        extravars = build_extravars(body, state, ctx.config.kubeconfig, site_vars, ctx.config.allowed_registries)
         if state == "present" and "node_promote_queue" not in extravars:
             extravars["node_promote_queue"] = await node_queue.queue_for(ctx, body, logger)
         outcome = await ctx.runner.run(playbook, run_id, extravars, tracker)
@@ -236,7 +236,7 @@ async def reconcile(body: kopf.Body, reason: str, retry: int, logger: logging.Lo
         phase = status["phase"]
     else:
         phase = st.UPDATING if status.get("kubeconfigSecretRef") else st.PREPARING
-    async with runner_slot(ctx, body):
+    async with ctx.locks.hold(body.metadata.namespace, body.metadata.name), runner_slot(ctx, body):
         await _converge(ctx, body, phase, retry, logger)
 
 
@@ -263,7 +263,7 @@ async def _converge(ctx: Context, body: kopf.Body, phase: str, retry: int, logge
 @kopf.on.delete(GROUP, VERSION, VIRTUALCLUSTERS)
 async def remove(body: kopf.Body, retry: int, logger: logging.Logger, memo: kopf.Memo, **_: Any) -> None:
     ctx: Context = memo.ctx
-    async with runner_slot(ctx, body):
+    async with ctx.locks.hold(body.metadata.namespace, body.metadata.name), runner_slot(ctx, body):
         run = await execute(ctx, body, "absent", st.DELETING, logger)
         if run.outcome.ok:
             logger.info("removed; releasing the finalizer")

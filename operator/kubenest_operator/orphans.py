@@ -73,8 +73,8 @@ async def _return_nodes(ctx: Context, namespace: str, name: str, logger: logging
     run_id, tracker = new_run_id(namespace, name), RunTracker()
     await ctx.slots.acquire(namespace)
     try:
-        extravars = build_extravars(body, "absent", ctx.config.kubeconfig, load_site_vars(ctx.config.site_vars),
-                                    ctx.config.allowed_registries)
+        site_vars = ctx.agent_identity.site_vars(load_site_vars(ctx.config.site_vars), logger)
+        extravars = build_extravars(body, "absent", ctx.config.kubeconfig, site_vars, ctx.config.allowed_registries)
         outcome = await ctx.runner.run(ctx.config.playbook, run_id, extravars, tracker)
     except Exception as exc:  # retried at the next resync
         logger.error(f"returning the nodes of vanished {namespace}/{name} could not run: {summarize(exc)}")

@@ -75,6 +75,8 @@ class Config:
     node_wait_interval: float = 15.0
     # Seconds between full passes over host Nodes and GlobalNodes.
     resync_interval: float = 30.0
+    # Seconds between looks at a virtual cluster's certificates (renewed when inside their window).
+    cert_check_interval: float = 3600.0
     # YAML file of site variables given to every run (agent client credentials, images directory, ...).
     site_vars: Path | None = None
     # Registries (host[:port]) control-plane images may come from; empty: any.

@@ -1,10 +1,12 @@
 """Run slots: at most --max-parallel playbook runs at once, and at most --max-parallel-per-namespace of them
 for one namespace, so one tenant's stuck runs (an unpullable image holds a run for minutes) cannot take
-every slot."""
+every slot. And one run at a time per VirtualCluster, whoever starts it."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 
 
 class RunSlots:
@@ -50,3 +52,26 @@ class RunSlots:
         if not self._users[namespace]:  # forget idle namespaces: the map stays as small as the active set
             del self._users[namespace]
             del self._namespaces[namespace]
+
+
+class ObjectLocks:
+    """kopf serialises its own handlers of an object, not a daemon's runs: the certificate check and the
+    change handlers take this lock, so two runs of one VirtualCluster never overlap."""
+
+    def __init__(self) -> None:
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self._users: dict[tuple[str, str], int] = {}
+
+    @contextlib.asynccontextmanager
+    async def hold(self, namespace: str, name: str) -> AsyncIterator[None]:
+        key = (namespace, name)
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        self._users[key] = self._users.get(key, 0) + 1
+        try:
+            async with lock:
+                yield
+        finally:
+            self._users[key] -= 1
+            if not self._users[key]:  # forget idle objects, as RunSlots does namespaces
+                del self._users[key]
+                del self._locks[key]

@@ -31,7 +31,9 @@ options:
         C(quota_backend_bytes) and C(resources) (requests and limits).
       - The others take C(image_repository) and C(version); C(apiserver) also C(etcd_endpoint), C(service_cidr)
         and C(cluster_domain); C(controller-manager) also C(service_cidr), C(pod_cidr) and C(node_cidr_mask).
-      - All take C(node_selector) and C(tolerations); the others take C(resources) by component name.
+      - All take C(node_selector) and C(tolerations); the others take C(resources) by component name, and
+        C(pki_revision), a hexadecimal digest of their certificates put on the pod template, so that re-issued
+        certificates roll the Deployment.
     type: dict
     required: true
 """
@@ -81,7 +83,8 @@ def hosted_manifest(component, vc, settings):
         if component not in COMPONENTS:
             raise ValueError("unknown component %r; one of etcd, %s" % (component, ", ".join(COMPONENTS)))
         build, keys = COMPONENTS[component]
-        shared = ControlPlaneSettings(vc, **_pick(settings, ("image_repository", "version") + PLACEMENT))
+        shared = ControlPlaneSettings(vc, **_pick(settings, ("image_repository", "version", "pki_revision")
+                                                  + PLACEMENT))
         return build(shared, **_pick(settings, keys))
     except (TypeError, ValueError) as exc:
         raise AnsibleFilterError("[kubenest:permanent:InvalidRequest] %s manifest: %s" % (component, exc)) from None

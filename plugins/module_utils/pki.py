@@ -24,6 +24,7 @@ else:
 CA_VALIDITY_DAYS = 3650
 LEAF_VALIDITY_DAYS = 365
 RSA_KEY_SIZE = 2048
+RENEW_BEFORE_DAYS = 30
 # Certificates start slightly in the past so that peers with a lagging clock accept them right away.
 CLOCK_SKEW = datetime.timedelta(minutes=5)
 
@@ -131,6 +132,30 @@ def certificate_not_after(cert):
     """End of validity as an aware UTC datetime, on old and new cryptography releases alike."""
     not_after = getattr(cert, "not_valid_after_utc", None)
     return not_after or cert.not_valid_after.replace(tzinfo=datetime.timezone.utc)
+
+
+def certificate_not_before(cert):
+    not_before = getattr(cert, "not_valid_before_utc", None)
+    return not_before or cert.not_valid_before.replace(tzinfo=datetime.timezone.utc)
+
+
+def renewal_window(cert, renew_before_days=RENEW_BEFORE_DAYS):
+    """How long before its end a certificate is renewed: `renew_before_days`, but never more than a third of
+    its lifetime, so that a short-lived certificate is not renewed again at once (and forever)."""
+    lifetime = certificate_not_after(cert) - certificate_not_before(cert)
+    return min(datetime.timedelta(days=renew_before_days), lifetime / 3)
+
+
+def renewal_due(cert, renew_before_days=RENEW_BEFORE_DAYS, now=None):
+    """The time left when the certificate is inside its renewal window, else None."""
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    remaining = certificate_not_after(cert) - now
+    return remaining if remaining < renewal_window(cert, renew_before_days) else None
+
+
+def certificate_sha256(cert):
+    """SHA-256 of the DER encoding, as lowercase hex (what TLS pinning compares)."""
+    return cert.fingerprint(hashes.SHA256()).hex()
 
 
 def new_service_account_key(key_type="rsa"):

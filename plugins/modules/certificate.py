@@ -13,8 +13,8 @@ description:
   - Creates a self-signed CA, or a certificate signed by a CA, as C(<path>.crt) and C(<path>.key), with
     Python C(cryptography) (never the openssl CLI).
   - Idempotent; a certificate is re-issued only when its subject, organizations, SANs or usages differ
-    from the arguments, it is not signed by O(ca_path), its key does not match, or it expires within
-    O(renew_before_days).
+    from the arguments, it is not signed by O(ca_path), its key does not match, or it is inside its renewal
+    window, which is O(renew_before_days) before its end but never more than a third of its lifetime.
   - Keys are written with mode C(0600); files are replaced atomically.
 author:
   - kosmos.kubenest maintainers (@kosmos-kubenest)
@@ -56,11 +56,15 @@ options:
     choices: [server, client]
     default: [client]
   validity_days:
-    description: Lifetime of a new certificate (never longer than its CA's). Defaults to 3650 for a CA, 365 otherwise.
-    type: int
+    description:
+      - Lifetime of a new certificate (never longer than its CA's). Defaults to 3650 for a CA, 365 otherwise.
+      - May be fractional, for short-lived certificates.
+    type: float
   renew_before_days:
-    description: Re-issue a certificate that expires within this many days.
-    type: int
+    description:
+      - Re-issue a certificate that expires within this many days, or within a third of its lifetime when
+        that is shorter. May be fractional.
+    type: float
     default: 30
 extends_documentation_fragment:
   - kosmos.kubenest.credential_files
@@ -102,9 +106,14 @@ not_after:
   description: End of validity of the certificate now on disk (or that would be), ISO 8601.
   returned: always
   type: str
+sha256:
+  description:
+    - SHA-256 fingerprint of the certificate now on disk, lowercase hex; empty in check mode when it would change.
+    - A digest of the fingerprints of a set of certificates changes exactly when one of them is re-issued.
+  returned: always
+  type: str
 """
 
-import datetime
 import ipaddress
 import os
 
@@ -149,10 +158,17 @@ def _why_reissue(cert_path, key_path, ca, wanted, renew_before_days):
             return "%s differ" % label
     if ca is not None and not pki.signed_by(cert, ca.cert):
         return "not signed by the given CA"
-    remaining = pki.certificate_not_after(cert) - datetime.datetime.now(datetime.timezone.utc)
-    if remaining < datetime.timedelta(days=renew_before_days):
-        return "expires in %d days" % remaining.days
+    remaining = pki.renewal_due(cert, renew_before_days)
+    if remaining is not None:
+        return "expires in %s" % _duration(remaining)
     return None
+
+
+def _duration(delta):
+    seconds = max(0, int(delta.total_seconds()))
+    if seconds >= 86400:
+        return "%d days" % (seconds // 86400)
+    return "%d minutes" % (seconds // 60)
 
 
 def main():
@@ -166,8 +182,8 @@ def main():
             dns_names=dict(type="list", elements="str", default=[]),
             ip_addresses=dict(type="list", elements="str", default=[]),
             usages=dict(type="list", elements="str", choices=["server", "client"], default=["client"]),
-            validity_days=dict(type="int"),
-            renew_before_days=dict(type="int", default=30),
+            validity_days=dict(type="float"),
+            renew_before_days=dict(type="float", default=pki.RENEW_BEFORE_DAYS),
             key_type=dict(type="str", choices=["rsa", "ec"], default="rsa"),
         ),
         required_if=[("is_ca", False, ("ca_path",))],
@@ -204,9 +220,9 @@ def main():
     if reason is None:
         cert = pki.load_certificate_pem(_read(cert_path))
         module.exit_json(changed=False, cert=cert_path, key=key_path, reason="unchanged",
-                         not_after=pki.certificate_not_after(cert).isoformat())
+                         not_after=pki.certificate_not_after(cert).isoformat(), sha256=pki.certificate_sha256(cert))
     if module.check_mode:
-        module.exit_json(changed=True, cert=cert_path, key=key_path, reason=reason, not_after="")
+        module.exit_json(changed=True, cert=cert_path, key=key_path, reason=reason, not_after="", sha256="")
 
     days = p["validity_days"] or (pki.CA_VALIDITY_DAYS if p["is_ca"] else pki.LEAF_VALIDITY_DAYS)
     if p["is_ca"]:
@@ -220,7 +236,8 @@ def main():
     write_atomic(key_path, pki.private_key_pem(pair.key), 0o600)
     write_atomic(cert_path, pki.certificate_pem(pair.cert), 0o644)
     module.exit_json(changed=True, cert=cert_path, key=key_path, reason=reason,
-                     not_after=pki.certificate_not_after(pair.cert).isoformat())
+                     not_after=pki.certificate_not_after(pair.cert).isoformat(),
+                     sha256=pki.certificate_sha256(pair.cert))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import re
+
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.hosted_pods import (
     VirtualClusterRef,
     container_resources,
@@ -24,6 +26,8 @@ from ansible_collections.kosmos.kubenest.plugins.plugin_utils.references import 
 PKI = "/etc/kubernetes/pki"
 ETCD_PKI = "/etc/kubernetes/etcd"
 CONF = "/etc/kubernetes/conf"
+# Pod template annotation that follows the certificates: a re-issued one rolls the component.
+PKI_REVISION = "kubenest.kosmos.io/pki-revision"
 APISERVER_PKI_KEYS = ["ca.crt", "apiserver.crt", "apiserver.key", "apiserver-kubelet-client.crt",
                       "apiserver-kubelet-client.key", "front-proxy-ca.crt", "front-proxy-client.crt",
                       "front-proxy-client.key", "sa.key", "sa.pub"]
@@ -32,8 +36,10 @@ APISERVER_PKI_KEYS = ["ca.crt", "apiserver.crt", "apiserver.key", "apiserver-kub
 class ControlPlaneSettings:
     """Checked settings shared by the three components."""
 
-    def __init__(self, vc, image_repository, version, node_selector=None, tolerations=None, resources=None):
+    def __init__(self, vc, image_repository, version, node_selector=None, tolerations=None, resources=None,
+                 pki_revision=""):
         self.vc = VirtualClusterRef(vc)
+        self.pki_revision = check_revision(pki_revision)
         self.image_repository = check_image_repository(image_repository)
         self.version = check_kubernetes_version(version)
         self.placement = placement(node_selector, tolerations)
@@ -51,7 +57,16 @@ class ControlPlaneSettings:
         container.update(probes)
         container["volumeMounts"] = [{"name": name, "mountPath": path, "readOnly": True} for name, path in mounts]
         pod = dict(self.placement, containers=[container], volumes=volumes)
-        return workload("Deployment", self.vc, "%s-%s" % (self.vc.name, component), component, pod)
+        annotations = {PKI_REVISION: self.pki_revision} if self.pki_revision else None
+        return workload("Deployment", self.vc, "%s-%s" % (self.vc.name, component), component, pod,
+                        pod_annotations=annotations)
+
+
+def check_revision(value):
+    value = str(value or "")
+    if not re.match(r"^[0-9a-f]{0,64}$", value):
+        raise ValueError("pki_revision must be a hexadecimal digest, not %r" % value[:80])
+    return value
 
 
 def apiserver_deployment(settings, etcd_endpoint, service_cidr, cluster_domain="cluster.local"):

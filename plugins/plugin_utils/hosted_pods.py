@@ -79,12 +79,15 @@ def flags(binary, options):
     return [binary] + ["--%s=%s" % (key, value) for key, value in options]
 
 
-def workload(kind, vc, name, component, pod_spec, replicas=1, extra_spec=None):
+def workload(kind, vc, name, component, pod_spec, replicas=1, extra_spec=None, pod_annotations=None):
     """A Deployment or StatefulSet of one control-plane component."""
+    template_metadata = {"labels": vc.component_labels(component)}
+    if pod_annotations:
+        template_metadata["annotations"] = dict(pod_annotations)
     spec = {
         "replicas": replicas,
         "selector": {"matchLabels": vc.component_selector(component)},
-        "template": {"metadata": {"labels": vc.component_labels(component)}, "spec": pod_spec},
+        "template": {"metadata": template_metadata, "spec": pod_spec},
     }
     spec.update(extra_spec or {})
     return {"apiVersion": "apps/v1", "kind": kind, "metadata": vc.metadata(name, component), "spec": spec}

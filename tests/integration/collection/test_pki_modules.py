@@ -2,6 +2,7 @@
 
 import yaml
 from cryptography import x509
+from cryptography.hazmat.primitives import hashes
 
 from tests.support.playbook import run_playbook, write_play
 
@@ -97,3 +98,31 @@ def test_certificate_from_another_ca_is_reissued(tmp_path):
     (pki / "ca.key").write_bytes((other / "ca.key").read_bytes())
     result = _run(tmp_path, _tasks(pki))
     assert result.task("apiserver", "localhost")["reason"] == "not signed by the given CA"
+
+
+
+def _short_lived(pki, validity_days):
+    return _tasks(pki)[:1] + [{"name": "short", "kosmos.kubenest.certificate": {
+        "path": f"{pki}/short", "ca_path": f"{pki}/ca", "common_name": "short", "validity_days": validity_days}}]
+
+
+def test_a_short_lived_certificate_is_renewed_in_the_last_third_of_its_life(tmp_path):
+    pki = tmp_path / "pki"
+    pki.mkdir()
+    # 0.01 days is 14.4 min, 19.4 with the clock-skew allowance: its renewal window is its last 6.5 min, not
+    # the default 30 days, which would re-issue it on every run.
+    first = _run(tmp_path, _short_lived(pki, 0.01))
+    assert first.rc == 0, first.stderr
+    cert = x509.load_pem_x509_certificate((pki / "short.crt").read_bytes())
+    assert 1150 <= (cert.not_valid_after_utc - cert.not_valid_before_utc).total_seconds() <= 1170
+    assert first.task("short", "localhost")["sha256"] == cert.fingerprint(hashes.SHA256()).hex()
+    again = _run(tmp_path, _short_lived(pki, 0.01))
+    assert again.task("short", "localhost")["reason"] == "unchanged"
+    assert again.host_stats("localhost")["changed"] == 0
+
+    # 0.0005 days (43 s) of a 5.7 min lifetime: inside its last third as soon as it is issued.
+    (pki / "short.crt").unlink()
+    _run(tmp_path, _short_lived(pki, 0.0005))
+    due = _run(tmp_path, _short_lived(pki, 0.0005))
+    assert due.task("short", "localhost")["reason"] == "expires in 0 minutes"
+    assert due.task("short", "localhost")["sha256"] != first.task("short", "localhost")["sha256"]

@@ -131,3 +131,17 @@ def test_persistent_etcd_gets_a_claim_template_instead_of_an_empty_dir():
 def test_an_unknown_component_is_refused():
     with pytest.raises(AnsibleFilterError, match="unknown component"):
         hosted_manifest("kube-proxy", VC, SETTINGS)
+
+
+@pytest.mark.parametrize("component", ["apiserver", "controller-manager", "scheduler"])
+def test_the_certificate_revision_is_on_the_pod_template(component):
+    revision = "0123456789abcdef" * 4
+    manifest = hosted_manifest(component, VC, dict(SETTINGS, pki_revision=revision))
+    assert manifest["spec"]["template"]["metadata"]["annotations"] == {"kubenest.kosmos.io/pki-revision": revision}
+    assert "annotations" not in hosted_manifest(component, VC, SETTINGS)["spec"]["template"]["metadata"]
+
+
+@pytest.mark.parametrize("value", ["x", "ABCDEF", "0" * 65, "ab\ncd", "{{ 1 }}"])
+def test_a_revision_that_is_not_a_digest_is_refused(value):
+    with pytest.raises(AnsibleFilterError, match="pki_revision must be a hexadecimal digest"):
+        hosted_manifest("apiserver", VC, dict(SETTINGS, pki_revision=value))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from kubenest_operator.slots import RunSlots
+from kubenest_operator.slots import ObjectLocks, RunSlots
 
 
 async def _scenario():
@@ -55,3 +55,22 @@ async def _cancelled_waiter_gives_back_its_namespace_slot():
 
 def test_a_cancelled_waiter_gives_back_its_namespace_slot():
     asyncio.run(_cancelled_waiter_gives_back_its_namespace_slot())
+
+
+def test_object_locks_serialise_one_object_and_forget_idle_ones():
+    async def scenario():
+        locks = ObjectLocks()
+        order = []
+
+        async def run(name, tag):
+            async with locks.hold("ns", name):
+                order.append(f"start {tag}")
+                await asyncio.sleep(0.02)
+                order.append(f"end {tag}")
+
+        await asyncio.gather(run("vc1", "a"), run("vc1", "b"), run("vc2", "c"))
+        assert order.index("end a") < order.index("start b")  # one object: one at a time
+        assert order.index("start c") < order.index("end a")  # another object: not held up
+        assert not locks._locks and not locks._users
+
+    asyncio.run(scenario())

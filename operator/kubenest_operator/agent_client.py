@@ -1,0 +1,102 @@
+"""The operator's client certificate for the node agents, re-issued before it expires.
+
+Agents accept a controller whose certificate the agents' CA signed and whose name they allow. An expired
+client certificate would cut the operator off every node at once. When the operator holds that CA (site
+variable `kubenest_agent_ca_path`, also used for nodes coming back from a virtual cluster), it issues itself a
+new pair with the same name once the configured one, or its last re-issue, is inside its renewal window, and
+gives runs that pair instead. Without the CA it says, at every run, that the certificate is due.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from ansible_collections.kosmos.kubenest.plugins.module_utils import pki
+from cryptography.x509.oid import NameOID
+
+from .extravars import renew_before_days
+
+CERT_VAR, KEY_VAR, CA_VAR = "kubenest_agent_cert_file", "kubenest_agent_key_file", "kubenest_agent_ca_path"
+
+
+def _load(path: str | Path):
+    return pki.load_certificate_pem(Path(path).read_bytes())
+
+
+def _write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    os.replace(tmp, path)
+
+
+class AgentClientIdentity:
+    """Re-issued pairs live in `directory` (private to the operator), the newest one in client.crt/.key."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+
+    def _renewed(self, configured) -> tuple[Path, Path] | None:
+        cert, key = self.directory / "client.crt", self.directory / "client.key"
+        try:
+            current = _load(cert)
+        except (OSError, ValueError):
+            return None
+        # Only a re-issue of the configured identity counts, and only while it is the newer one: a new pair
+        # installed by hand replaces it.
+        same = current.subject == configured.subject and current.issuer == configured.issuer
+        newer = pki.certificate_not_after(current) > pki.certificate_not_after(configured)
+        if not (same and newer):
+            return None
+        try:
+            matches = pki.key_matches(current, pki.load_private_key_pem(key.read_bytes()))
+        except (OSError, ValueError):
+            return None
+        return (cert, key) if matches else None
+
+    def site_vars(self, site_vars: dict[str, Any], logger: logging.Logger) -> dict[str, Any]:
+        """`site_vars` with the client pair a run should use."""
+        cert_file, key_file = site_vars.get(CERT_VAR), site_vars.get(KEY_VAR)
+        if not cert_file or not key_file:
+            return site_vars
+        try:
+            configured = _load(cert_file)
+        except (OSError, ValueError) as exc:
+            logger.warning(f"{CERT_VAR} {cert_file}: {exc}")
+            return site_vars
+        renewed = self._renewed(configured)
+        current = _load(renewed[0]) if renewed else configured
+        chosen = dict(site_vars, **({CERT_VAR: str(renewed[0]), KEY_VAR: str(renewed[1])} if renewed else {}))
+        remaining = pki.renewal_due(current, renew_before_days(site_vars))
+        if remaining is None:
+            return chosen
+        ca_path = site_vars.get(CA_VAR)
+        if not ca_path:
+            logger.warning(f"the agent client certificate expires in {remaining}; without {CA_VAR} the operator "
+                           "cannot re-issue it: install a new pair")
+            return chosen
+        try:
+            ca = pki.CertAndKey(_load(f"{ca_path}.crt"),
+                                pki.load_private_key_pem(Path(f"{ca_path}.key").read_bytes()))
+        except (OSError, ValueError) as exc:
+            logger.warning(f"the agent client certificate expires in {remaining}; {CA_VAR}: {exc}")
+            return chosen
+        if not pki.signed_by(configured, ca.cert):
+            logger.warning(f"the agent client certificate expires in {remaining}; it is not signed by {ca_path}.crt")
+            return chosen
+        spec = pki.certificate_spec(current)
+        lifetime = pki.certificate_not_after(current) - pki.certificate_not_before(current) - pki.CLOCK_SKEW
+        pair = pki.issue_certificate(ca, current.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value,
+                                     organizations=spec["organizations"], client=True,
+                                     validity_days=max(lifetime.total_seconds() / 86400, 1 / 24))
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        cert, key = self.directory / "client.crt", self.directory / "client.key"
+        _write(key, pki.private_key_pem(pair.key))  # key first: a pair that does not match is never chosen
+        _write(cert, pki.certificate_pem(pair.cert))
+        logger.info(f"re-issued the agent client certificate (it expired in {remaining}); "
+                    f"the new one ends {pki.certificate_not_after(pair.cert).isoformat()}")
+        return dict(site_vars, **{CERT_VAR: str(cert), KEY_VAR: str(key)})

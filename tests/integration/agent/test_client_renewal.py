@@ -1,0 +1,50 @@
+"""The operator's agent client certificate re-issued before it expires, and taken by a real agent over mTLS."""
+
+from __future__ import annotations
+
+import logging
+
+from ansible_collections.kosmos.kubenest.plugins.module_utils import pki
+
+from kubenest_agent.config import DEFAULT_CLIENT_NAME
+from kubenest_operator.agent_client import CERT_VAR, KEY_VAR, AgentClientIdentity
+
+
+def _short_lived_pair(pki_dir):
+    ca = pki.CertAndKey(pki.load_certificate_pem((pki_dir / "ca.crt").read_bytes()),
+                        pki.load_private_key_pem((pki_dir / "ca.key").read_bytes()))
+    # 0.0005 days (43 s) of a 5.7 min lifetime: inside its last third at once.
+    pair = pki.issue_certificate(ca, DEFAULT_CLIENT_NAME, client=True, validity_days=0.0005)
+    (pki_dir / "short.crt").write_bytes(pki.certificate_pem(pair.cert))
+    (pki_dir / "short.key").write_bytes(pki.private_key_pem(pair.key))
+    return pair
+
+
+def test_a_due_client_certificate_is_reissued_and_the_agent_accepts_the_new_one(fresh_agent, tmp_path, caplog):
+    old = _short_lived_pair(fresh_agent.pki)
+    site = {CERT_VAR: str(fresh_agent.pki / "short.crt"), KEY_VAR: str(fresh_agent.pki / "short.key"),
+            "kubenest_agent_ca_path": str(fresh_agent.pki / "ca"), "other": "kept"}
+    identity = AgentClientIdentity(tmp_path / "agent-client")
+    logger = logging.getLogger("test")
+
+    chosen = identity.site_vars(site, logger)
+    assert chosen[CERT_VAR] == str(tmp_path / "agent-client" / "client.crt") and chosen["other"] == "kept"
+    new = pki.load_certificate_pem((tmp_path / "agent-client" / "client.crt").read_bytes())
+    assert new.subject == old.cert.subject and pki.renewal_due(new) is None
+    assert pki.certificate_not_after(new) > pki.certificate_not_after(old.cert)
+    assert (tmp_path / "agent-client").stat().st_mode & 0o777 == 0o700
+    assert (tmp_path / "agent-client" / "client.key").stat().st_mode & 0o777 == 0o600
+    with fresh_agent.client(cert_file=chosen[CERT_VAR], key_file=chosen[KEY_VAR]) as client:
+        assert client.health()["ok"]
+
+    # The next run takes the same re-issued pair; nothing new is issued while it is fresh.
+    before = (tmp_path / "agent-client" / "client.crt").read_bytes()
+    assert identity.site_vars(site, logger) == chosen
+    assert (tmp_path / "agent-client" / "client.crt").read_bytes() == before
+
+    # Without the agents' CA nothing can be issued: the configured pair is kept and the log says why.
+    with caplog.at_level(logging.WARNING):
+        kept = AgentClientIdentity(tmp_path / "other").site_vars(
+            {k: v for k, v in site.items() if k != "kubenest_agent_ca_path"}, logger)
+    assert kept[CERT_VAR] == site[CERT_VAR]
+    assert "cannot re-issue it" in caplog.text and not (tmp_path / "other").exists()
