@@ -107,7 +107,7 @@ def test_short_lived_certificates_are_renewed_and_taken_up(operator):
     lifetime = (first.not_valid_after_utc - first.not_valid_before_utc).total_seconds()
     assert 640 <= lifetime <= 650, lifetime  # 0.004 days plus the 5 min back-dating
     assert _served_sha256(vc["status"]["endpoint"]) == _sha256(first)
-    tenant, _ = tenant_client(vc, api)
+    tenant = tenant_client(vc, api)[0]
     k8s.CoreV1Api(tenant).create_namespaced_config_map("default", {"metadata": {"name": "before-renewal"},
                                                                    "data": {"kept": "yes"}})
     revisions = {c: k8s.AppsV1Api(api).read_namespaced_deployment(f"{NAME}-{c}", NS)

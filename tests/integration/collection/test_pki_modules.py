@@ -100,7 +100,6 @@ def test_certificate_from_another_ca_is_reissued(tmp_path):
     assert result.task("apiserver", "localhost")["reason"] == "not signed by the given CA"
 
 
-
 def _short_lived(pki, validity_days):
     return _tasks(pki)[:1] + [{"name": "short", "kosmos.kubenest.certificate": {
         "path": f"{pki}/short", "ca_path": f"{pki}/ca", "common_name": "short", "validity_days": validity_days}}]
