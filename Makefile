@@ -76,6 +76,7 @@ bench: install k8s images
 	$(PY) bench/run.py
 	$(PY) bench/virtualclusters.py
 	$(PY) bench/promotion.py
+	$(PY) bench/addons.py
 
 k8s:
 	@bash sandbox/k8s/build.sh

@@ -1,0 +1,210 @@
+"""``make bench`` part 4: a virtual cluster's add-ons on its promoted node, driven by the real operator.
+
+For each of several VirtualClusters asking for one node, polled every 0.2 s from outside:
+  control plane Ready (its apiserver Deployment available in the host) -> condition AddonsReady True;
+  the node Ready in the tenant -> AddonsReady True;
+and the memory (working set) of the add-on pods on the tenant node once AddonsReady.
+Baseline, measured in the same run on the same machines: the host cluster's own CoreDNS, restarted
+(rollout restart until every replica is new and available), and its memory per replica.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from sandbox.machines.config import from_env  # noqa: E402
+from sandbox.operator import write_site_vars  # noqa: E402
+from tests.support.virtualclusters import (  # noqa: E402
+    OperatorProcess,
+    condition,
+    create_vc,
+    delete_vc,
+    ensure_namespace,
+    get_vc,
+    install_crds,
+    tenant_client,
+    wait_for,
+)
+
+NS, NODE = "kubenest-bench-addons", "kn-w3"
+RUNS = int(os.environ.get("KUBENEST_BENCH_ADDONS", "3"))
+POLL_S = 0.2
+MiB = 1024 * 1024
+
+
+def _available(api, namespace: str, name: str) -> bool:
+    from kubernetes import client as k8s
+    from kubernetes.client.rest import ApiException
+
+    try:
+        dep = k8s.AppsV1Api(api).read_namespaced_deployment(name, namespace, _request_timeout=5)
+    except ApiException:
+        return False
+    return (dep.status.available_replicas or 0) >= 1
+
+
+def _node_ready(api, name: str) -> bool:
+    from kubernetes import client as k8s
+
+    try:
+        node = k8s.CoreV1Api(api).read_node(name, _request_timeout=5)
+    except Exception:
+        return False
+    return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
+
+
+class Moments:
+    """The first moment each named predicate held, polled in a thread."""
+
+    def __init__(self, **predicates):
+        self.predicates, self.seen = predicates, {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.stop.is_set() and len(self.seen) < len(self.predicates):
+            now = time.monotonic()
+            for name, check in self.predicates.items():
+                if name not in self.seen:
+                    try:
+                        if check():
+                            self.seen[name] = now
+                    except Exception:
+                        pass
+            time.sleep(POLL_S)
+
+    def result(self, timeout: float = 900) -> dict[str, float]:
+        self.thread.join(timeout)
+        self.stop.set()
+        missing = set(self.predicates) - set(self.seen)
+        if missing:
+            raise RuntimeError(f"never seen: {', '.join(sorted(missing))}")
+        return self.seen
+
+
+def dns_memory(api, node: str) -> float:
+    """Working set of the CoreDNS pods on `node`, from its kubelet's summary API (through `api`)."""
+    from kubernetes import client as k8s
+
+    raw = k8s.CoreV1Api(api).connect_get_node_proxy_with_path(node, "stats/summary", _preload_content=False).data
+    pods = [p for p in json.loads(raw).get("pods", [])
+            if p["podRef"]["namespace"] == "kube-system" and p["podRef"]["name"].startswith("coredns-")]
+    if not pods:
+        raise RuntimeError(f"no CoreDNS pod on {node}")
+    return sum((p.get("memory") or {}).get("workingSetBytes", 0) for p in pods) / len(pods)
+
+
+def host_dns_restart(api) -> tuple[float, float]:
+    """Seconds for the host's CoreDNS to be restarted and available again, and its memory per replica."""
+    from kubernetes import client as k8s
+
+    apps = k8s.AppsV1Api(api)
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    started = time.monotonic()
+    apps.patch_namespaced_deployment("coredns", "kube-system", {"spec": {"template": {"metadata": {
+        "annotations": {"kubectl.kubernetes.io/restartedAt": stamp}}}}})
+
+    def rolled():
+        dep = apps.read_namespaced_deployment("coredns", "kube-system")
+        s = dep.status
+        return (s.observed_generation == dep.metadata.generation
+                and s.updated_replicas == s.replicas == s.available_replicas == dep.spec.replicas)
+    while not rolled():
+        time.sleep(POLL_S)
+    seconds = time.monotonic() - started
+    time.sleep(15)  # the kubelet's summary lags a new pod
+    pods = k8s.CoreV1Api(api).list_namespaced_pod("kube-system", label_selector="k8s-app=kube-dns").items
+    memory = statistics.median(dns_memory(api, pod.spec.node_name) for pod in pods if pod.spec.node_name)
+    return seconds, memory
+
+
+def row(name: str, values: list[float], base: float, unit: str = "s", scale: float = 1.0) -> str:
+    median = statistics.median(values)
+    return (f"| {name} | {median / scale:.1f} {unit} | {max(values) / scale:.1f} {unit} | "
+            f"{base / scale:.1f} {unit} | {median / base:.1f} |")
+
+
+def main() -> int:
+    subprocess.run([sys.executable, "-m", "sandbox.machines", "up"], cwd=REPO, check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "sandbox.cluster", "up"], cwd=REPO, check=True, capture_output=True)
+    sb = from_env()
+    from kubernetes import config as k8s_config
+
+    kubeconfig = sb.state_dir / "kubeconfig"
+    api = k8s_config.new_client_from_config(str(kubeconfig))
+    install_crds(kubeconfig)
+    ensure_namespace(api, NS)
+    sandbox_operator = subprocess.run([sys.executable, "-m", "sandbox.operator", "status"], cwd=REPO,
+                                      capture_output=True, check=False).returncode == 0
+    if sandbox_operator:  # one operator at a time
+        subprocess.run([sys.executable, "-m", "sandbox.operator", "stop"], cwd=REPO, check=True, capture_output=True)
+    from_cp, from_node, memory, baselines, base_memory = [], [], [], [], []
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            operator = OperatorProcess(kubeconfig, Path(tmp), "--site-vars", str(write_site_vars(sb.state_dir)),
+                                       "--node-wait-interval", "5", "--progress-interval", "1").start()
+            try:
+                for i in range(RUNS):
+                    name = f"addons-{i}"
+                    tenant: dict = {}
+
+                    def tenant_api(name=name):
+                        if "api" not in tenant:
+                            vc = get_vc(api, NS, name)
+                            if not (vc and (vc.get("status") or {}).get("kubeconfigSecretRef")):
+                                return None
+                            tenant["api"] = tenant_client(vc, api)[0]
+                        return tenant["api"]
+
+                    moments = Moments(
+                        control_plane=lambda name=name: _available(api, NS, f"{name}-apiserver"),
+                        node=lambda: (t := tenant_api()) is not None and _node_ready(t, NODE),
+                        addons=lambda name=name: condition(get_vc(api, NS, name), "AddonsReady").get("status")
+                        == "True")
+                    create_vc(api, NS, name, {"promoteResources": {"nodes": [NODE]}})
+                    seen = moments.result()
+                    from_cp.append(seen["addons"] - seen["control_plane"])
+                    from_node.append(seen["addons"] - seen["node"])
+                    time.sleep(15)  # the kubelet's summary lags a new pod
+                    memory.append(dns_memory(tenant_api(), NODE))
+                    delete_vc(api, NS, name, timeout=600)
+                    wait_for(lambda: _node_ready(api, NODE), 300, f"{NODE} Ready in the host again")
+                    seconds, host_memory = host_dns_restart(api)
+                    baselines.append(seconds)
+                    base_memory.append(host_memory)
+                    print(f"run {i + 1}: control plane Ready -> AddonsReady {from_cp[-1]:.1f} s, node Ready -> "
+                          f"AddonsReady {from_node[-1]:.1f} s, CoreDNS {memory[-1] / MiB:.1f} MiB; host CoreDNS "
+                          f"restart {seconds:.1f} s, {host_memory / MiB:.1f} MiB", flush=True)
+            finally:
+                operator.stop()
+    finally:
+        if sandbox_operator:
+            subprocess.run([sys.executable, "-m", "sandbox.operator", "start"], cwd=REPO, check=False,
+                           capture_output=True)
+    base, mem_base = statistics.median(baselines), statistics.median(base_memory)
+    print(f"\nTenant add-ons on the sandbox ({RUNS} virtual clusters, one promoted node each: {NODE}); baseline: "
+          "the host cluster's own CoreDNS, restarted until every replica is available, and its memory per replica")
+    print("| metric | median | max | baseline (median) | ratio |")
+    print("|---|---|---|---|---|")
+    print(row("control plane Ready -> AddonsReady", from_cp, base))
+    print(row("tenant node Ready -> AddonsReady", from_node, base))
+    print(row("add-on memory per tenant node (CoreDNS)", memory, mem_base, "MiB", MiB))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
