@@ -20,8 +20,6 @@ import threading
 import time
 from pathlib import Path
 
-import yaml
-
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
@@ -64,6 +62,20 @@ def _node_ready(api, name: str) -> bool:
     except Exception:
         return False
     return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
+
+
+class TenantApi:
+    """A client of the virtual cluster's API once its kubeconfig Secret exists."""
+
+    def __init__(self, api, name: str):
+        self.api, self.name, self.client = api, name, None
+
+    def __call__(self):
+        if self.client is None:
+            vc = get_vc(self.api, NS, self.name)
+            if vc and (vc.get("status") or {}).get("kubeconfigSecretRef"):
+                self.client = tenant_client(vc, self.api)[0]
+        return self.client
 
 
 class Moments:
@@ -160,19 +172,10 @@ def main() -> int:
             try:
                 for i in range(RUNS):
                     name = f"addons-{i}"
-                    tenant: dict = {}
-
-                    def tenant_api(name=name):
-                        if "api" not in tenant:
-                            vc = get_vc(api, NS, name)
-                            if not (vc and (vc.get("status") or {}).get("kubeconfigSecretRef")):
-                                return None
-                            tenant["api"] = tenant_client(vc, api)[0]
-                        return tenant["api"]
-
+                    tenant_api = TenantApi(api, name)
                     moments = Moments(
                         control_plane=lambda name=name: _available(api, NS, f"{name}-apiserver"),
-                        node=lambda: (t := tenant_api()) is not None and _node_ready(t, NODE),
+                        node=lambda tenant_api=tenant_api: (t := tenant_api()) is not None and _node_ready(t, NODE),
                         addons=lambda name=name: condition(get_vc(api, NS, name), "AddonsReady").get("status")
                         == "True")
                     create_vc(api, NS, name, {"promoteResources": {"nodes": [NODE]}})

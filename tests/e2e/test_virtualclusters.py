@@ -31,7 +31,7 @@ from tests.support.virtualclusters import (
 )
 
 NS = "kubenest-e2e-vc"
-EXPECTED = {"Deployment": 3, "StatefulSet": 1, "Service": 2, "Secret": 4, "Pod": 4}
+EXPECTED = {"Deployment": 3, "StatefulSet": 1, "Service": 2, "Secret": 4, "NetworkPolicy": 3, "Pod": 4}
 
 
 @pytest.fixture(scope="module")

@@ -60,6 +60,8 @@ def can_i(api_client, verb, resource, namespace=None, group="", subresource=None
 @pytest.mark.parametrize(("verb", "resource", "namespace", "group", "allowed"), [
     ("create", "deployments", "tenants", "apps", True),
     ("create", "statefulsets", "tenants", "apps", True),
+    ("create", "networkpolicies", "tenants", "networking.k8s.io", True),
+    ("create", "networkpolicies", "kube-system", "networking.k8s.io", False),
     ("get", "secrets", "tenants", "", True),
     ("watch", "virtualclusters", "tenants", "kosmos.io", True),
     ("create", "secrets", "kubenest-system", "", True),      # node stash
