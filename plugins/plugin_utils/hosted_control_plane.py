@@ -83,6 +83,9 @@ def apiserver_deployment(settings, etcd_endpoint, service_cidr, cluster_domain="
         ("kubelet-client-certificate", PKI + "/apiserver-kubelet-client.crt"),
         ("kubelet-client-key", PKI + "/apiserver-kubelet-client.key"),
         ("kubelet-preferred-address-types", "InternalIP,Hostname"),
+        # Kubelets of promoted nodes serve with a certificate the tenant's CA signed (approved by node_admit):
+        # logs, exec and port-forward check it.
+        ("kubelet-certificate-authority", PKI + "/ca.crt"),
         ("service-account-issuer", "https://kubernetes.default.svc.%s" % cluster_domain),
         ("service-account-key-file", PKI + "/sa.pub"),
         ("service-account-signing-key-file", PKI + "/sa.key"),

@@ -12,6 +12,7 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
+from kubernetes.stream import stream
 
 from sandbox.operator import write_site_vars
 from tests.e2e.conftest import run_python
@@ -134,6 +135,15 @@ def test_seed_cr_promotes_a_worker_that_serves_the_tenant(promoting):
     with pytest.raises(urllib.error.HTTPError) as outside:
         urllib.request.urlopen(f"http://198.18.0.12:{port}/resolve?name=kubenest-e2e.example.com", timeout=30)
     assert outside.value.code == 404  # NXDOMAIN at once: the sandbox gives its DNS no upstream
+
+    # kubectl logs and exec: the tenant's apiserver reaches the promoted node's kubelet and checks its serving
+    # certificate against the tenant's CA.
+    dns_pod = tenant_core.list_namespaced_pod("kube-system", label_selector="k8s-app=kube-dns").items[0]
+    assert dns_pod.spec.node_name == "kn-w1"
+    assert "CoreDNS-" in tenant_core.read_namespaced_pod_log(dns_pod.metadata.name, "kube-system")
+    version = stream(tenant_core.connect_get_namespaced_pod_exec, dns_pod.metadata.name, "kube-system",
+                     command=["/usr/local/bin/coredns", "-version"], stdout=True, stderr=True, stdin=False, tty=False)
+    assert version.startswith("CoreDNS-"), version
 
     # No host credential on the promoted node: its kubelet's certificate comes from the tenant's CA.
     present = on_node(sb, "kn-w1", "ls " + " ".join(CREDENTIAL_FILES) + " 2>/dev/null")
