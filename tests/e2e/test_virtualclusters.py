@@ -63,21 +63,23 @@ def _counts(api, name):
 def test_virtual_cluster_becomes_ready_and_the_tenant_can_use_it(operator):
     _proc, api = operator
     started = time.monotonic()
-    create_vc(api, NS, "alpha", {"externalIP": "198.18.0.11"})
+    # externalIP: a worker's address, where the NodePort answers too, rather than the control-plane node's.
+    create_vc(api, NS, "alpha", {"externalIP": "198.18.0.13"})
     vc = wait_ready(api, NS, "alpha")
     print(f"\nalpha Ready in {time.monotonic() - started:.0f}s")
     status = vc["status"]
     assert status["phase"] == "Completed"
-    assert status["endpoint"].startswith("https://")
+    assert status["endpoint"].startswith("https://198.18.0.13:")
     assert "kubeconfig" not in vc["spec"]  # the credential stays in the Secret the status names
     # No nodes: the DNS is installed and waits for them; the control plane alone makes it Ready.
     addons = condition(vc, "AddonsReady")
     assert (addons["status"], addons["reason"]) == ("False", "NoNodes"), addons
-    tenant, _config = tenant_client(vc, api)
+    tenant, config = tenant_client(vc, api)
+    assert config["clusters"][0]["cluster"]["server"] == status["endpoint"]  # the kubeconfig goes there
     core = k8s.CoreV1Api(tenant)
     assert core.read_namespaced_service("kube-dns", "kube-system").spec.cluster_ip == "198.18.128.10"
     assert [a.ip for a in core.read_namespaced_endpoints("kubernetes", "default").subsets[0].addresses] == \
-        ["198.18.0.11"]
+        ["198.18.0.13"]
     core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name="team-a")))
     k8s.ApiextensionsV1Api(tenant).create_custom_resource_definition({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
