@@ -335,6 +335,21 @@ def _nodes_ready(vc) -> str:
     return ((vc or {}).get("status") or {}).get("nodesReady", "")
 
 
+def _host_pod(api, node: str) -> str:
+    """An echo pod of the host cluster on `node`; its IP once it runs."""
+    core = k8s.CoreV1Api(api)
+    core.create_namespaced_pod(NS, {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"back-on-{node}"},
+        "spec": {"nodeSelector": {"kubernetes.io/hostname": node},
+                 "containers": [{"name": "echo", "image": "kubenest.local/echo:1.0"}]}})
+
+    def running():
+        pod = core.read_namespaced_pod(f"back-on-{node}", NS)
+        ready = pod.status.phase == "Running" and all(c.ready for c in pod.status.container_statuses or [])
+        return pod.status.pod_ip if ready and pod.status.pod_ip else None
+    return wait_for(running, 180, f"a host pod on {node}")
+
+
 def _tenant_echo(tenant, node: str) -> None:
     """A pod with a NodePort Service on `node`, in a namespace whose name the node must forget on return."""
     core = k8s.CoreV1Api(tenant)
@@ -403,3 +418,13 @@ def test_node_count_up_and_down_then_delete_leaves_nothing_of_the_tenant(promoti
     for name in ("kn-w1", *pool):
         assert_back_in_host_clean(sb, api, name)
         assert tenant_traces(sb, api, name, "scale-apps") == []
+    # Back in the host, the returned nodes serve host pods again: a pod on each resolves names through the
+    # host's DNS and reaches a host Service by name.
+    core = k8s.CoreV1Api(api)
+    kubernetes_ip = core.read_namespaced_service("kubernetes", "default").spec.cluster_ip
+    dns_ip = core.read_namespaced_service("kube-dns", "kube-system").spec.cluster_ip
+    for name in pool:
+        pod_ip = _host_pod(api, name)
+        assert _get(f"http://{pod_ip}:8080/resolve?name=kubernetes.default").strip() == kubernetes_ip
+        assert _get(f"http://{pod_ip}:8080/resolve?name=kube-dns.kube-system.svc.cluster.local").strip() == dns_ip
+        core.delete_namespaced_pod(f"back-on-{name}", NS, grace_period_seconds=0)
