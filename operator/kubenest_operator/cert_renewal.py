@@ -8,58 +8,18 @@ in its PKI Secrets every --cert-check-interval and starts a run when one of them
 
 from __future__ import annotations
 
-import base64
-import datetime
 import logging
 from typing import Any
 
 import kopf
-from ansible_collections.kosmos.kubenest.plugins.module_utils import pki
 from kubernetes.client.rest import ApiException
 
 from . import status as st
+from .certificates import due_certificates, pki_secrets
 from .context import Context
 from .extravars import load_site_vars, plain, renew_before_days
 from .handlers import _converge, runner_slot
-from .kube import GROUP, VERSION, VIRTUALCLUSTERS, is_status
-
-# The Secrets the etcd and control_plane roles keep a virtual cluster's certificates in.
-PKI_SECRETS = ("{name}-pki", "{name}-etcd-pki")
-
-
-def due_certificates(secrets: dict[str, dict[str, str]], renew_before: float,
-                     now: datetime.datetime | None = None) -> list[str]:
-    """`secret/key (expires in ...)` of every leaf certificate inside its renewal window, of base64 Secret data."""
-    due = []
-    for secret_name, data in sorted(secrets.items()):
-        for key, value in sorted(data.items()):
-            if not key.endswith(".crt"):
-                continue
-            try:
-                cert = pki.load_certificate_pem(base64.b64decode(value))
-            except ValueError:
-                due.append(f"{secret_name}/{key} (unreadable)")
-                continue
-            if pki.certificate_spec(cert)["is_ca"]:
-                continue  # a new CA is a planned rotation (promoted nodes trust the old one), not a routine run
-            remaining = pki.renewal_due(cert, renew_before, now)
-            if remaining is not None:
-                left = max(0, int(remaining.total_seconds()))
-                due.append(f"{secret_name}/{key} (expires in {left // 3600}h{left % 3600 // 60:02d}m)"
-                           if left else f"{secret_name}/{key} (expired)")
-    return due
-
-
-async def _pki_secrets(ctx: Context, namespace: str, name: str) -> dict[str, dict[str, str]]:
-    secrets = {}
-    for pattern in PKI_SECRETS:
-        secret_name = pattern.format(name=name)
-        try:
-            secrets[secret_name] = await ctx.api.read_secret_data(namespace, secret_name)
-        except ApiException as exc:
-            if not is_status(exc, 404):
-                raise
-    return secrets
+from .kube import GROUP, VERSION, VIRTUALCLUSTERS
 
 
 def _settled(body: kopf.Body) -> bool:
@@ -77,13 +37,13 @@ async def check(ctx: Context, namespace: str, name: str, logger: logging.Logger)
     if not _settled(body):
         return False
     renew_before = renew_before_days(load_site_vars(ctx.config.site_vars))
-    due = due_certificates(await _pki_secrets(ctx, namespace, name), renew_before)
+    due = due_certificates(await pki_secrets(ctx, namespace, name), renew_before)
     if not due:
         return False
     async with ctx.locks.hold(namespace, name):
         # Whatever ran while this waited for the lock may have renewed them already.
         body = kopf.Body(await ctx.api.get_virtualcluster(namespace, name))
-        due = due_certificates(await _pki_secrets(ctx, namespace, name), renew_before) if _settled(body) else []
+        due = due_certificates(await pki_secrets(ctx, namespace, name), renew_before) if _settled(body) else []
         if not due:
             return False
         message = f"renewing certificates: {', '.join(due)}"

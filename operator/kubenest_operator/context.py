@@ -9,7 +9,7 @@ import kubernetes
 from .agent_client import AgentClientIdentity
 from .kube import Api, load_configuration
 from .runs import PlaybookRunner, RunDirs
-from .settings import Config, collections_path
+from .settings import Config, collection_revision, collections_path
 from .slots import ObjectLocks, RunSlots
 
 
@@ -22,6 +22,7 @@ class Context:
     slots: RunSlots  # --max-parallel runs at once, --max-parallel-per-namespace of one namespace
     locks: ObjectLocks  # one run at a time per VirtualCluster
     agent_identity: AgentClientIdentity  # the client pair runs use for the node agents
+    revision: str = ""  # digest of the playbooks, roles and plugins runs use (see drift.py)
 
     @classmethod
     def create(cls, config: Config) -> Context:
@@ -34,7 +35,7 @@ class Context:
                                 timeout=config.run_timeout)
         return cls(config, configuration, Api(configuration), runner,
                    RunSlots(config.max_parallel, config.max_parallel_per_namespace), ObjectLocks(),
-                   AgentClientIdentity(config.runs_dir / "agent-client"))
+                   AgentClientIdentity(config.runs_dir / "agent-client"), collection_revision(config.playbook_dir))
 
     def close(self) -> None:
         self.runner.shutdown()

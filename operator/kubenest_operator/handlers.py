@@ -19,7 +19,7 @@ from typing import Any
 import kopf
 from kubernetes.client.rest import ApiException
 
-from . import node_queue, spec_kubeconfig
+from . import drift, node_queue, spec_kubeconfig
 from . import status as st
 from .context import Context
 from .errors import backoff, failure_reason, summarize
@@ -231,6 +231,15 @@ async def reconcile(body: kopf.Body, reason: str, retry: int, logger: logging.Lo
     if reason == "resume" and status.get("phase") == st.FAILED and status.get("observedGeneration") == generation:
         logger.info("not running again: this spec failed permanently; change the spec to retry")
         return
+    if reason == "resume":
+        try:
+            why = await drift.reason_to_run(ctx, body)
+        except Exception as exc:  # could not look: run, as before
+            why = f"could not check for drift: {type(exc).__name__}: {summarize(exc)}"
+        if why is None:
+            logger.info("nothing drifted since the last run for this spec: no run")
+            return
+        logger.info(f"running again: {why}")
     # A virtual cluster waiting for nodes stays Pending (or Initialized) while it looks again.
     if status.get("phase") in (st.PENDING, st.INITIALIZED) and status.get("kubeconfigSecretRef"):
         phase = status["phase"]
@@ -246,6 +255,10 @@ async def _converge(ctx: Context, body: kopf.Body, phase: str, retry: int, logge
     run = await execute(ctx, body, "present", phase, logger)
     if run.outcome.ok:
         observed = await _complete(ctx, body, run, retry, logger)
+        try:
+            await drift.record_revision(ctx, body.metadata.namespace, body.metadata.name)
+        except ApiException as exc:  # the next start then runs once more, nothing worse
+            logger.warning(f"could not record the reconciled revision: HTTP {exc.status}")
         logger.info(f"reconciled generation {observed} in {time.monotonic() - started:.1f}s")
         return
     failure = run.tracker.last_failure

@@ -7,7 +7,7 @@ import datetime
 
 from ansible_collections.kosmos.kubenest.plugins.module_utils import pki
 
-from kubenest_operator.cert_renewal import due_certificates
+from kubenest_operator.certificates import due_certificates
 from kubenest_operator.extravars import renew_before_days
 
 CA = pki.new_ca("test-ca")

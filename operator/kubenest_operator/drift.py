@@ -1,0 +1,100 @@
+"""Whether a virtual cluster needs a playbook run when the operator (re)starts.
+
+kopf calls the resume handler for every object when the operator starts. A virtual cluster that was
+reconciled for its current spec by the current collection, whose control-plane workloads are ready, whose
+API answers and whose nodes are Ready, and whose certificates are not due, needs no run: a restart then costs
+a few API reads per virtual cluster instead of a whole playbook each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+
+import kopf
+import kubernetes
+import yaml
+
+from . import status as st
+from .certificates import due_certificates, pki_secrets
+from .context import Context
+from .extravars import load_site_vars, plain, renew_before_days
+from .settings import ANNOTATION_PREFIX
+
+# On the VirtualCluster after each successful run: the collection revision that reconciled it.
+REVISION_ANNOTATION = f"{ANNOTATION_PREFIX}/reconciled-revision"
+TENANT_TIMEOUT_S = 10
+
+
+def workloads(name: str) -> list[tuple[str, str]]:
+    """What the etcd and control_plane roles run for a virtual cluster."""
+    return [("StatefulSet", f"{name}-etcd")] + [
+        ("Deployment", f"{name}-{component}") for component in ("apiserver", "controller-manager", "scheduler")]
+
+
+def _workload_problem(client: kubernetes.client.ApiClient, namespace: str, kind: str, name: str) -> str | None:
+    apps = kubernetes.client.AppsV1Api(client)
+    read = apps.read_namespaced_stateful_set if kind == "StatefulSet" else apps.read_namespaced_deployment
+    try:
+        obj = read(name, namespace, _request_timeout=TENANT_TIMEOUT_S)
+    except kubernetes.client.rest.ApiException as exc:
+        return f"{kind} {name} is missing" if exc.status == 404 else f"{kind} {name}: HTTP {exc.status}"
+    wanted, ready = obj.spec.replicas or 0, obj.status.ready_replicas or 0
+    if ready < wanted:
+        return f"{kind} {name} has {ready} of {wanted} replicas ready"
+    return None
+
+
+def _tenant_problem(kubeconfig: bytes, nodes: list[str]) -> str | None:
+    client = kubernetes.config.new_client_from_config_dict(yaml.safe_load(kubeconfig))
+    try:
+        core = kubernetes.client.CoreV1Api(client)
+        # A list with a limit is a consistent read: it answers only with etcd behind the API server.
+        core.list_namespace(limit=1, _request_timeout=TENANT_TIMEOUT_S)
+        if nodes:
+            listed = core.list_node(_request_timeout=TENANT_TIMEOUT_S).items
+            ready = {n.metadata.name for n in listed
+                     if any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])}
+            missing = [name for name in nodes if name not in ready]
+            if missing:
+                return f"{', '.join(missing)} not Ready in the virtual cluster"
+    except Exception as exc:  # unreachable, refused, a broken kubeconfig: all mean "look closer"
+        return f"the virtual cluster's API does not answer: {type(exc).__name__}"
+    finally:
+        client.close()
+    return None
+
+
+async def reason_to_run(ctx: Context, body: kopf.Body) -> str | None:
+    """Why a resumed virtual cluster needs a run, or None when nothing drifted."""
+    status = plain(body.get("status") or {})
+    generation = body.metadata.get("generation")
+    ready = next((c for c in status.get("conditions") or [] if c.get("type") == st.READY), {})
+    if status.get("phase") != st.COMPLETED or ready.get("status") != "True":
+        return f"phase {status.get('phase')}, Ready {ready.get('status')}"
+    if status.get("observedGeneration") != generation:
+        return "the spec changed"
+    if (body.metadata.get("annotations") or {}).get(REVISION_ANNOTATION) != ctx.revision:
+        return "the collection changed since the last run"
+    namespace, name = body.metadata.namespace, body.metadata.name
+    client = ctx.api.client
+    for kind, workload in workloads(name):
+        problem = await asyncio.to_thread(_workload_problem, client, namespace, kind, workload)
+        if problem:
+            return problem
+    ref = status.get("kubeconfigSecretRef") or {}
+    secret = await ctx.api.read_secret_data(namespace, ref.get("name", ""))
+    if not secret.get(ref.get("key", "")):
+        return "the admin kubeconfig is missing"
+    nodes = [n["name"] for n in status.get("nodes") or [] if n.get("name")]
+    problem = await asyncio.to_thread(_tenant_problem, base64.b64decode(secret[ref["key"]]), nodes)
+    if problem:
+        return problem
+    due = due_certificates(await pki_secrets(ctx, namespace, name),
+                           renew_before_days(load_site_vars(ctx.config.site_vars)))
+    return f"certificates are due: {', '.join(due)}" if due else None
+
+
+async def record_revision(ctx: Context, namespace: str, name: str) -> None:
+    await ctx.api.patch_virtualcluster(namespace, name, {"metadata": {"annotations": {REVISION_ANNOTATION:
+                                                                                      ctx.revision}}})
