@@ -20,6 +20,7 @@ from cryptography.x509.oid import NameOID
 from .extravars import renew_before_days
 
 CERT_VAR, KEY_VAR, CA_VAR = "kubenest_agent_cert_file", "kubenest_agent_key_file", "kubenest_agent_ca_path"
+CA_FILE_VAR = "kubenest_agent_ca_file"  # the agents' CA certificate, which signs the client pair too
 
 
 def _load(path: str | Path):
@@ -35,15 +36,28 @@ def _write(path: Path, data: bytes) -> None:
 
 
 class AgentClientIdentity:
-    """Re-issued pairs live in `directory` (private to the operator), the newest one in client.crt/.key."""
+    """Re-issued pairs live in `directory` (private to the operator, next to the runs directory so that no
+    run artifact ever holds the key), the newest one in client.crt/.key."""
 
     def __init__(self, directory: Path):
         self.directory = directory
 
-    def _renewed(self, configured) -> tuple[Path, Path] | None:
+    def _private(self) -> bool:
+        """The directory is ours alone: nobody else could have put a pair there."""
+        try:
+            info = self.directory.stat()
+        except OSError:
+            return False
+        return info.st_uid == os.getuid() and not info.st_mode & 0o077
+
+    def _renewed(self, configured, ca_file: str | None) -> tuple[Path, Path] | None:
         cert, key = self.directory / "client.crt", self.directory / "client.key"
+        if not self._private():
+            return None
         try:
             current = _load(cert)
+            if ca_file and not pki.signed_by(current, _load(ca_file)):
+                return None
         except (OSError, ValueError):
             return None
         # Only a re-issue of the configured identity counts, and only while it is the newer one: a new pair
@@ -68,7 +82,7 @@ class AgentClientIdentity:
         except (OSError, ValueError) as exc:
             logger.warning(f"{CERT_VAR} {cert_file}: {exc}")
             return site_vars
-        renewed = self._renewed(configured)
+        renewed = self._renewed(configured, site_vars.get(CA_FILE_VAR))
         current = _load(renewed[0]) if renewed else configured
         chosen = dict(site_vars, **({CERT_VAR: str(renewed[0]), KEY_VAR: str(renewed[1])} if renewed else {}))
         remaining = pki.renewal_due(current, renew_before_days(site_vars))
@@ -94,6 +108,10 @@ class AgentClientIdentity:
                                      organizations=spec["organizations"], client=True,
                                      validity_days=max(lifetime.total_seconds() / 86400, 1 / 24))
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not self._private():
+            logger.warning(f"the agent client certificate expires in {remaining}; {self.directory} is not private "
+                           "to the operator: not writing a key there")
+            return chosen
         cert, key = self.directory / "client.crt", self.directory / "client.key"
         _write(key, pki.private_key_pem(pair.key))  # key first: a pair that does not match is never chosen
         _write(cert, pki.certificate_pem(pair.cert))

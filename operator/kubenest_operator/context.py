@@ -33,9 +33,10 @@ class Context:
         runner = PlaybookRunner(playbook_dir=config.playbook_dir, run_dirs=run_dirs,
                                 collections_path=collections_path(), max_parallel=config.max_parallel,
                                 timeout=config.run_timeout)
+        identity = AgentClientIdentity(config.runs_dir.with_name(config.runs_dir.name + "-agent-client"))
         return cls(config, configuration, Api(configuration), runner,
-                   RunSlots(config.max_parallel, config.max_parallel_per_namespace), ObjectLocks(),
-                   AgentClientIdentity(config.runs_dir / "agent-client"), collection_revision(config.playbook_dir))
+                   RunSlots(config.max_parallel, config.max_parallel_per_namespace), ObjectLocks(), identity,
+                   collection_revision(config.playbook_dir))
 
     def close(self) -> None:
         self.runner.shutdown()

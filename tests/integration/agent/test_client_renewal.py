@@ -23,7 +23,8 @@ def _short_lived_pair(pki_dir):
 def test_a_due_client_certificate_is_reissued_and_the_agent_accepts_the_new_one(fresh_agent, tmp_path, caplog):
     old = _short_lived_pair(fresh_agent.pki)
     site = {CERT_VAR: str(fresh_agent.pki / "short.crt"), KEY_VAR: str(fresh_agent.pki / "short.key"),
-            "kubenest_agent_ca_path": str(fresh_agent.pki / "ca"), "other": "kept"}
+            "kubenest_agent_ca_path": str(fresh_agent.pki / "ca"),
+            "kubenest_agent_ca_file": str(fresh_agent.pki / "ca.crt"), "other": "kept"}
     identity = AgentClientIdentity(tmp_path / "agent-client")
     logger = logging.getLogger("test")
 
@@ -48,3 +49,16 @@ def test_a_due_client_certificate_is_reissued_and_the_agent_accepts_the_new_one(
             {k: v for k, v in site.items() if k != "kubenest_agent_ca_path"}, logger)
     assert kept[CERT_VAR] == site[CERT_VAR]
     assert "cannot re-issue it" in caplog.text and not (tmp_path / "other").exists()
+
+
+def test_a_pair_in_a_directory_others_may_write_is_not_used(fresh_agent, tmp_path, caplog):
+    _short_lived_pair(fresh_agent.pki)
+    site = {CERT_VAR: str(fresh_agent.pki / "short.crt"), KEY_VAR: str(fresh_agent.pki / "short.key"),
+            "kubenest_agent_ca_path": str(fresh_agent.pki / "ca")}
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    with caplog.at_level(logging.WARNING):
+        chosen = AgentClientIdentity(shared).site_vars(site, logging.getLogger("test"))
+    assert chosen[CERT_VAR] == site[CERT_VAR] and not list(shared.iterdir())
+    assert "is not private to the operator" in caplog.text
