@@ -33,6 +33,7 @@ from tests.support.virtualclusters import (  # noqa: E402
     ensure_namespace,
     get_vc,
     install_crds,
+    sandbox_operator_paused,
     tenant_client,
     wait_for,
 )
@@ -160,44 +161,35 @@ def main() -> int:
     api = k8s_config.new_client_from_config(str(kubeconfig))
     install_crds(kubeconfig)
     ensure_namespace(api, NS)
-    sandbox_operator = subprocess.run([sys.executable, "-m", "sandbox.operator", "status"], cwd=REPO,
-                                      capture_output=True, check=False).returncode == 0
-    if sandbox_operator:  # one operator at a time
-        subprocess.run([sys.executable, "-m", "sandbox.operator", "stop"], cwd=REPO, check=True, capture_output=True)
     from_cp, from_node, memory, baselines, base_memory = [], [], [], [], []
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            operator = OperatorProcess(kubeconfig, Path(tmp), "--site-vars", str(write_site_vars(sb.state_dir)),
-                                       "--node-wait-interval", "5", "--progress-interval", "1").start()
-            try:
-                for i in range(RUNS):
-                    name = f"addons-{i}"
-                    tenant_api = TenantApi(api, name)
-                    moments = Moments(
-                        control_plane=lambda name=name: _available(api, NS, f"{name}-apiserver"),
-                        node=lambda tenant_api=tenant_api: (t := tenant_api()) is not None and _node_ready(t, NODE),
-                        addons=lambda name=name: condition(get_vc(api, NS, name), "AddonsReady").get("status")
-                        == "True")
-                    create_vc(api, NS, name, {"promoteResources": {"nodes": [NODE]}})
-                    seen = moments.result()
-                    from_cp.append(seen["addons"] - seen["control_plane"])
-                    from_node.append(seen["addons"] - seen["node"])
-                    time.sleep(15)  # the kubelet's summary lags a new pod
-                    memory.append(dns_memory(tenant_api(), NODE))
-                    delete_vc(api, NS, name, timeout=600)
-                    wait_for(lambda: _node_ready(api, NODE), 300, f"{NODE} Ready in the host again")
-                    seconds, host_memory = host_dns_restart(api)
-                    baselines.append(seconds)
-                    base_memory.append(host_memory)
-                    print(f"run {i + 1}: control plane Ready -> AddonsReady {from_cp[-1]:.1f} s, node Ready -> "
-                          f"AddonsReady {from_node[-1]:.1f} s, CoreDNS {memory[-1] / MiB:.1f} MiB; host CoreDNS "
-                          f"restart {seconds:.1f} s, {host_memory / MiB:.1f} MiB", flush=True)
-            finally:
-                operator.stop()
-    finally:
-        if sandbox_operator:
-            subprocess.run([sys.executable, "-m", "sandbox.operator", "start"], cwd=REPO, check=False,
-                           capture_output=True)
+    with sandbox_operator_paused(), tempfile.TemporaryDirectory() as tmp:
+        operator = OperatorProcess(kubeconfig, Path(tmp), "--site-vars", str(write_site_vars(sb.state_dir)),
+                                   "--node-wait-interval", "5", "--progress-interval", "1").start()
+        try:
+            for i in range(RUNS):
+                name = f"addons-{i}"
+                tenant_api = TenantApi(api, name)
+                moments = Moments(
+                    control_plane=lambda name=name: _available(api, NS, f"{name}-apiserver"),
+                    node=lambda tenant_api=tenant_api: (t := tenant_api()) is not None and _node_ready(t, NODE),
+                    addons=lambda name=name: condition(get_vc(api, NS, name), "AddonsReady").get("status")
+                    == "True")
+                create_vc(api, NS, name, {"promoteResources": {"nodes": [NODE]}})
+                seen = moments.result()
+                from_cp.append(seen["addons"] - seen["control_plane"])
+                from_node.append(seen["addons"] - seen["node"])
+                time.sleep(15)  # the kubelet's summary lags a new pod
+                memory.append(dns_memory(tenant_api(), NODE))
+                delete_vc(api, NS, name, timeout=600)
+                wait_for(lambda: _node_ready(api, NODE), 300, f"{NODE} Ready in the host again")
+                seconds, host_memory = host_dns_restart(api)
+                baselines.append(seconds)
+                base_memory.append(host_memory)
+                print(f"run {i + 1}: control plane Ready -> AddonsReady {from_cp[-1]:.1f} s, node Ready -> "
+                      f"AddonsReady {from_node[-1]:.1f} s, CoreDNS {memory[-1] / MiB:.1f} MiB; host CoreDNS "
+                      f"restart {seconds:.1f} s, {host_memory / MiB:.1f} MiB", flush=True)
+        finally:
+            operator.stop()
     base, mem_base = statistics.median(baselines), statistics.median(base_memory)
     print(f"\nTenant add-ons on the sandbox ({RUNS} virtual clusters, one promoted node each: {NODE}); baseline: "
           "the host cluster's own CoreDNS, restarted until every replica is available, and its memory per replica")

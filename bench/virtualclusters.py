@@ -28,6 +28,7 @@ from tests.support.virtualclusters import (  # noqa: E402
     delete_vc,
     ensure_namespace,
     install_crds,
+    sandbox_operator_paused,
     wait_ready,
 )
 
@@ -86,12 +87,8 @@ def main() -> int:
     api = k8s_config.new_client_from_config(str(kubeconfig))
     install_crds(kubeconfig)
     ensure_namespace(api, NS)
-    was_running = subprocess.run([sys.executable, "-m", "sandbox.operator", "status"], cwd=REPO,
-                                 capture_output=True, check=False).returncode == 0
-    if was_running:
-        subprocess.run([sys.executable, "-m", "sandbox.operator", "stop"], cwd=REPO, check=True)
     results = {}
-    with tempfile.TemporaryDirectory() as logs:
+    with sandbox_operator_paused(), tempfile.TemporaryDirectory() as logs:
         operator = OperatorProcess(kubeconfig, Path(logs)).start()
         try:
             from kubernetes import client as k8s
@@ -135,8 +132,6 @@ def main() -> int:
             results["five_delete_s"] = time.monotonic() - started
         finally:
             operator.stop()
-            if was_running:
-                subprocess.run([sys.executable, "-m", "sandbox.operator", "start"], cwd=REPO, check=False)
     results["host_cp_MiB"] = host_control_plane_memory(sb) / MiB
 
     r = results

@@ -7,8 +7,6 @@ import base64
 import hashlib
 import socket
 import ssl
-import subprocess
-import sys
 from urllib.parse import urlparse
 
 import pytest
@@ -18,15 +16,14 @@ from cryptography.hazmat.primitives import hashes
 from kubernetes import client as k8s
 
 from sandbox.operator import write_site_vars
-from tests.e2e.conftest import run_python
 from tests.support.virtualclusters import (
-    REPO_ROOT,
     OperatorProcess,
     create_vc,
     delete_vc,
     ensure_namespace,
     get_vc,
     install_crds,
+    sandbox_operator_paused,
     tenant_client,
     wait_for,
     wait_ready,
@@ -43,23 +40,18 @@ def operator(host_cluster, tmp_path_factory):
     sb, api = host_cluster
     kubeconfig = sb.state_dir / "kubeconfig"
     install_crds(kubeconfig)
-    sandbox_operator = subprocess.run([sys.executable, "-m", "sandbox.operator", "status"], cwd=REPO_ROOT,
-                                      capture_output=True, check=False).returncode == 0
-    if sandbox_operator:
-        run_python("-m", "sandbox.operator", "stop")
-    ensure_namespace(api, NS)
-    log_dir = tmp_path_factory.mktemp("operator")
-    site = yaml.safe_load(write_site_vars(sb.state_dir).read_text())
-    site["kubenest_cert_validity_days"] = VALIDITY_DAYS
-    site_vars = log_dir / "site-vars.yml"
-    site_vars.write_text(yaml.safe_dump(site))
-    proc = OperatorProcess(kubeconfig, log_dir, "--site-vars", str(site_vars), "--cert-check-interval", "10",
-                           "--runs-dir", str(log_dir / "runs")).start()
-    yield api
-    delete_vc(api, NS, NAME)
-    proc.stop()
-    if sandbox_operator:
-        run_python("-m", "sandbox.operator", "start")
+    with sandbox_operator_paused():  # one operator at a time
+        ensure_namespace(api, NS)
+        log_dir = tmp_path_factory.mktemp("operator")
+        site = yaml.safe_load(write_site_vars(sb.state_dir).read_text())
+        site["kubenest_cert_validity_days"] = VALIDITY_DAYS
+        site_vars = log_dir / "site-vars.yml"
+        site_vars.write_text(yaml.safe_dump(site))
+        proc = OperatorProcess(kubeconfig, log_dir, "--site-vars", str(site_vars), "--cert-check-interval", "10",
+                               "--runs-dir", str(log_dir / "runs")).start()
+        yield api
+        delete_vc(api, NS, NAME)
+        proc.stop()
 
 
 def _secret_cert(api, key: str) -> x509.Certificate:

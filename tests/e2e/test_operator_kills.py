@@ -7,23 +7,20 @@ without a running kubelet. The kill points are tasks of the node_promote role, s
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 
 import pytest
 from kubernetes import client as k8s
 
 from sandbox.operator import write_site_vars
-from tests.e2e.conftest import run_python
 from tests.support.nodes import globalnode, host_node, host_node_ready, kubelet_cert_issuer, on_node
 from tests.support.virtualclusters import (
-    REPO_ROOT,
     OperatorProcess,
     create_vc,
     ensure_namespace,
     get_vc,
     install_crds,
+    sandbox_operator_paused,
     tenant_client,
     wait_for,
     wait_ready,
@@ -46,18 +43,13 @@ def operator(host_cluster, tmp_path_factory):
     sb, api = host_cluster
     kubeconfig = sb.state_dir / "kubeconfig"
     install_crds(kubeconfig)
-    sandbox_operator = subprocess.run([sys.executable, "-m", "sandbox.operator", "status"], cwd=REPO_ROOT,
-                                      capture_output=True, check=False).returncode == 0
-    if sandbox_operator:
-        run_python("-m", "sandbox.operator", "stop")
-    ensure_namespace(api, NS)
-    proc = OperatorProcess(kubeconfig, tmp_path_factory.mktemp("operator"), "--site-vars",
-                           str(write_site_vars(sb.state_dir)), "--node-wait-interval", "5", "--resync-interval", "10",
-                           "--progress-interval", "0.5", "--backoff-base", "5").start()
-    yield sb, api, proc
-    proc.stop()
-    if sandbox_operator:
-        run_python("-m", "sandbox.operator", "start")
+    with sandbox_operator_paused():  # one operator at a time
+        ensure_namespace(api, NS)
+        proc = OperatorProcess(kubeconfig, tmp_path_factory.mktemp("operator"), "--site-vars",
+                               str(write_site_vars(sb.state_dir)), "--node-wait-interval", "5",
+                               "--resync-interval", "10", "--progress-interval", "0.5", "--backoff-base", "5").start()
+        yield sb, api, proc
+        proc.stop()
 
 
 def _kill_at(api, proc: OperatorProcess, name: str, task: str, timeout: float = 900) -> str:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -15,7 +13,6 @@ from kubernetes.client.rest import ApiException
 from kubernetes.stream import stream
 
 from sandbox.operator import write_site_vars
-from tests.e2e.conftest import run_python
 from tests.support.http import get_text
 from tests.support.nodes import (
     CREDENTIAL_FILES,
@@ -33,7 +30,6 @@ from tests.support.nodes import (
     tenant_traces,
 )
 from tests.support.virtualclusters import (
-    REPO_ROOT,
     OperatorProcess,
     condition,
     create_vc,
@@ -41,6 +37,7 @@ from tests.support.virtualclusters import (
     ensure_namespace,
     get_vc,
     install_crds,
+    sandbox_operator_paused,
     tenant_client,
     wait_for,
     wait_ready,
@@ -55,22 +52,18 @@ def promoting(host_cluster, tmp_path_factory):
     sb, api = host_cluster
     kubeconfig = sb.state_dir / "kubeconfig"
     install_crds(kubeconfig)
-    sandbox_operator = subprocess.run([sys.executable, "-m", "sandbox.operator", "status"], cwd=REPO_ROOT,
-                                      capture_output=True, check=False).returncode == 0
-    if sandbox_operator:
-        run_python("-m", "sandbox.operator", "stop")
-    ensure_namespace(api, NS)
-    site_vars = write_site_vars(sb.state_dir)
-    proc = OperatorProcess(kubeconfig, tmp_path_factory.mktemp("operator"), "--site-vars", str(site_vars),
-                           "--node-wait-interval", "5", "--resync-interval", "10", "--backoff-base", "20").start()
-    OPERATOR["proc"] = proc
-    yield sb, api
-    leftovers = k8s.CustomObjectsApi(api).list_namespaced_custom_object("kosmos.io", "v1alpha1", NS, "virtualclusters")
-    for vc in leftovers["items"]:
-        delete_vc(api, NS, vc["metadata"]["name"], timeout=600)
-    proc.stop()
-    if sandbox_operator:
-        run_python("-m", "sandbox.operator", "start")
+    with sandbox_operator_paused():  # one operator at a time
+        ensure_namespace(api, NS)
+        site_vars = write_site_vars(sb.state_dir)
+        proc = OperatorProcess(kubeconfig, tmp_path_factory.mktemp("operator"), "--site-vars", str(site_vars),
+                               "--node-wait-interval", "5", "--resync-interval", "10", "--backoff-base", "20").start()
+        OPERATOR["proc"] = proc
+        yield sb, api
+        leftovers = k8s.CustomObjectsApi(api).list_namespaced_custom_object("kosmos.io", "v1alpha1", NS,
+                                                                            "virtualclusters")
+        for vc in leftovers["items"]:
+            delete_vc(api, NS, vc["metadata"]["name"], timeout=600)
+        proc.stop()
 
 
 def _get(url: str) -> str:

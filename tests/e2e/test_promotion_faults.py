@@ -8,14 +8,10 @@ it in the tenant. A failed return leaves the node held by its virtual cluster, a
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 from kubernetes import client as k8s
 
 from sandbox.operator import write_site_vars
-from tests.e2e.conftest import run_python
 from tests.support.nodes import (
     PlainPlaybook,
     assert_back_in_host_clean,
@@ -23,10 +19,10 @@ from tests.support.nodes import (
     globalnode_free,
 )
 from tests.support.virtualclusters import (
-    REPO_ROOT,
     OperatorProcess,
     ensure_namespace,
     install_crds,
+    sandbox_operator_paused,
     wait_for,
 )
 
@@ -52,22 +48,17 @@ def faults(host_cluster, tmp_path_factory):
     sb, api = host_cluster
     kubeconfig = sb.state_dir / "kubeconfig"
     install_crds(kubeconfig)
-    sandbox_operator = subprocess.run([sys.executable, "-m", "sandbox.operator", "status"], cwd=REPO_ROOT,
-                                      capture_output=True, check=False).returncode == 0
-    if sandbox_operator:
-        run_python("-m", "sandbox.operator", "stop")
-    ensure_namespace(api, NS)
-    workdir = tmp_path_factory.mktemp("faults")
-    proc = OperatorProcess(kubeconfig, workdir, "--site-vars", str(write_site_vars(sb.state_dir)),
-                           "--resync-interval", "10").start()
-    wait_for(lambda: globalnode_free(api, NODE), 120, f"GlobalNode {NODE} free")
-    playbook = PlainPlaybook(sb, NS, "plain", workdir)
-    playbook.ok("present", NO_NODES)
-    yield sb, api, playbook
-    playbook.ok("absent", NO_NODES)
-    proc.stop()
-    if sandbox_operator:
-        run_python("-m", "sandbox.operator", "start")
+    with sandbox_operator_paused():  # one operator at a time
+        ensure_namespace(api, NS)
+        workdir = tmp_path_factory.mktemp("faults")
+        proc = OperatorProcess(kubeconfig, workdir, "--site-vars", str(write_site_vars(sb.state_dir)),
+                               "--resync-interval", "10").start()
+        wait_for(lambda: globalnode_free(api, NODE), 120, f"GlobalNode {NODE} free")
+        playbook = PlainPlaybook(sb, NS, "plain", workdir)
+        playbook.ok("present", NO_NODES)
+        yield sb, api, playbook
+        playbook.ok("absent", NO_NODES)
+        proc.stop()
 
 
 @pytest.mark.parametrize("step", _steps(PROMOTE_STEPS))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
-import sys
 import time
 
 import pytest
@@ -14,9 +13,7 @@ from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
-from tests.e2e.conftest import run_python
 from tests.support.virtualclusters import (
-    REPO_ROOT,
     OperatorProcess,
     condition,
     create_vc,
@@ -25,6 +22,7 @@ from tests.support.virtualclusters import (
     get_vc,
     install_crds,
     labelled_objects,
+    sandbox_operator_paused,
     tenant_client,
     wait_for,
     wait_ready,
@@ -39,21 +37,17 @@ def operator(host_cluster, tmp_path_factory):
     sb, api = host_cluster
     kubeconfig = sb.state_dir / "kubeconfig"
     install_crds(kubeconfig)
-    sandbox_operator = subprocess.run([sys.executable, "-m", "sandbox.operator", "status"], cwd=REPO_ROOT,
-                                      capture_output=True, check=False).returncode == 0
-    if sandbox_operator:  # one operator at a time; the test's own can be killed at will
-        run_python("-m", "sandbox.operator", "stop")
-    ensure_namespace(api, NS)
-    log_dir = tmp_path_factory.mktemp("operator")
-    proc = OperatorProcess(kubeconfig, log_dir, "--runs-dir", str(log_dir / "runs")).start()
-    proc.runs_dir = log_dir / "runs"
-    yield proc, api
-    leftovers = k8s.CustomObjectsApi(api).list_namespaced_custom_object("kosmos.io", "v1alpha1", NS, "virtualclusters")
-    for vc in leftovers["items"]:
-        delete_vc(api, NS, vc["metadata"]["name"])
-    proc.stop()
-    if sandbox_operator:
-        run_python("-m", "sandbox.operator", "start")
+    with sandbox_operator_paused():  # one operator at a time
+        ensure_namespace(api, NS)
+        log_dir = tmp_path_factory.mktemp("operator")
+        proc = OperatorProcess(kubeconfig, log_dir, "--runs-dir", str(log_dir / "runs")).start()
+        proc.runs_dir = log_dir / "runs"
+        yield proc, api
+        leftovers = k8s.CustomObjectsApi(api).list_namespaced_custom_object("kosmos.io", "v1alpha1", NS,
+                                                                            "virtualclusters")
+        for vc in leftovers["items"]:
+            delete_vc(api, NS, vc["metadata"]["name"])
+        proc.stop()
 
 
 def _counts(api, name):

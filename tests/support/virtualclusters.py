@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import signal
 import subprocess
@@ -45,6 +46,27 @@ class OperatorProcess:
 
     def stop(self) -> None:
         self.kill(signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def sandbox_operator_paused():
+    """One operator at a time: the sandbox's own is stopped while a test or benchmark runs its own, and started
+    again afterwards if it ran before."""
+    def sandbox_operator(*args: str, check: bool = True) -> int:
+        proc = subprocess.run([sys.executable, "-m", "sandbox.operator", *args], cwd=REPO_ROOT,
+                              capture_output=True, text=True, check=False)
+        if check and proc.returncode != 0:
+            raise RuntimeError(f"sandbox.operator {' '.join(args)} failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+        return proc.returncode
+
+    running = sandbox_operator("status", check=False) == 0
+    if running:
+        sandbox_operator("stop")
+    try:
+        yield
+    finally:
+        if running:
+            sandbox_operator("start")
 
 
 def install_crds(kubeconfig: Path) -> None:
