@@ -13,17 +13,16 @@ import base64
 
 import kopf
 import kubernetes
-import yaml
 
 from . import status as st
 from .certificates import due_certificates, pki_secrets
 from .context import Context
 from .extravars import load_site_vars, plain, renew_before_days
+from .kube import TENANT_TIMEOUT_S, tenant_nodes_ready
 from .settings import ANNOTATION_PREFIX
 
 # On the VirtualCluster after each successful run: the collection revision that reconciled it.
 REVISION_ANNOTATION = f"{ANNOTATION_PREFIX}/reconciled-revision"
-TENANT_TIMEOUT_S = 10
 
 
 def workloads(name: str) -> list[tuple[str, str]]:
@@ -46,23 +45,12 @@ def _workload_problem(client: kubernetes.client.ApiClient, namespace: str, kind:
 
 
 def _tenant_problem(kubeconfig: bytes, nodes: list[str]) -> str | None:
-    client = kubernetes.config.new_client_from_config_dict(yaml.safe_load(kubeconfig))
     try:
-        core = kubernetes.client.CoreV1Api(client)
-        # A list with a limit is a consistent read: it answers only with etcd behind the API server.
-        core.list_namespace(limit=1, _request_timeout=TENANT_TIMEOUT_S)
-        if nodes:
-            listed = core.list_node(_request_timeout=TENANT_TIMEOUT_S).items
-            ready = {n.metadata.name for n in listed
-                     if any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])}
-            missing = [name for name in nodes if name not in ready]
-            if missing:
-                return f"{', '.join(missing)} not Ready in the virtual cluster"
+        ready = tenant_nodes_ready(kubeconfig, check_storage=True)
     except Exception as exc:  # unreachable, refused, a broken kubeconfig: all mean "look closer"
         return f"the virtual cluster's API does not answer: {type(exc).__name__}"
-    finally:
-        client.close()
-    return None
+    missing = [name for name in nodes if not ready.get(name)]
+    return f"{', '.join(missing)} not Ready in the virtual cluster" if missing else None
 
 
 async def reason_to_run(ctx: Context, body: kopf.Body) -> str | None:

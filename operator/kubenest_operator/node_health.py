@@ -14,8 +14,6 @@ import logging
 from typing import Any
 
 import kopf
-import kubernetes
-import yaml
 from kubernetes.client.rest import ApiException
 
 from . import status as st
@@ -23,20 +21,10 @@ from .context import Context
 from .extravars import plain
 from .handlers import _set_ready
 from .kube import GROUP, VERSION, VIRTUALCLUSTERS
+from .kube import tenant_nodes_ready as _tenant_ready
 
 # The NodesReady reason of a look, as opposed to the reasons runs give: only what a look set, a look undoes.
 NODE_NOT_READY = "NodeNotReady"
-TENANT_TIMEOUT_S = 10
-
-
-def _tenant_ready(kubeconfig: bytes) -> dict[str, bool]:
-    client = kubernetes.config.new_client_from_config_dict(yaml.safe_load(kubeconfig))
-    try:
-        nodes = kubernetes.client.CoreV1Api(client).list_node(_request_timeout=TENANT_TIMEOUT_S).items
-    finally:
-        client.close()
-    return {node.metadata.name: any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
-            for node in nodes}
 
 
 def _wanted(status: dict[str, Any]) -> int:
