@@ -20,7 +20,7 @@ down:
 	rm -rf .sandbox/cluster-pki .sandbox/group_vars .sandbox/host_vars .sandbox/kubeconfig .sandbox/sample.kubeconfig \
 	  .sandbox/operator.log .sandbox/operator.pid
 
-.PHONY: help install system-deps lint ruff ansible-lint sanity unit integration e2e test test-long bench k8s images apiserver up down clean
+.PHONY: help install system-deps lint ruff ansible-lint sanity unit integration e2e test test-long bench k8s cilium images apiserver up down clean
 
 help:
 	@echo "make up        local sandbox host cluster, operator and a sample virtual cluster"
@@ -28,6 +28,7 @@ help:
 	@echo "make test-long faults at every step of promotion and return, operator killed mid-way"
 	@echo "make bench     benchmarks with ratios against their baselines"
 	@echo "make k8s       build (or reuse) the pinned Kubernetes binaries; prints their directory"
+	@echo "make cilium    build (or reuse) the pinned Cilium agent, CNI plugin and operator; prints their directory"
 	@echo "make images    build (or reuse) OCI archives of the control-plane and pause images; prints their directory"
 	@echo "make apiserver run a real etcd + kube-apiserver on loopback in the foreground (Ctrl-C stops it)"
 	@echo "make down      remove the sandbox"
@@ -81,7 +82,10 @@ bench: install k8s images
 k8s:
 	@bash sandbox/k8s/build.sh
 
-images: k8s
+cilium:
+	@bash sandbox/cilium/build.sh
+
+images: k8s cilium
 	@python3 sandbox/images/build_images.py
 
 apiserver: install k8s

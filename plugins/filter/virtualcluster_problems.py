@@ -53,6 +53,8 @@ from ansible_collections.kosmos.kubenest.plugins.plugin_utils.references import 
     check_registry_allowed,
 )
 
+POD_NETWORKS = ("cilium", "bridge")
+
 
 def _checks(request, allowed_registries):
     spec = request.get("spec") or {}
@@ -71,6 +73,8 @@ def _checks(request, allowed_registries):
         yield lambda: check_kubernetes_version(spec["kubernetesVersion"])
     if spec.get("externalIP"):
         yield lambda: check_ip("externalIP", spec["externalIP"])
+    if spec.get("podNetwork", "cilium") not in POD_NETWORKS:
+        yield lambda: _fail("podNetwork must be one of %s, got %r" % (", ".join(POD_NETWORKS), spec.get("podNetwork")))
 
 
 def _fail(message):

@@ -12,7 +12,8 @@ version_added: 1.1.0
 description:
   - Run on a node before it joins another cluster. In order, it stops and disables the units O(stop_units),
     kills and deletes every container (pods and their sandboxes) in the containerd namespace
-    O(containerd_namespace), deletes the pods' network namespaces and the pod bridge O(bridge), removes the
+    O(containerd_namespace), deletes the pods' network namespaces, the pod bridge O(bridge) and the pod
+    network's own devices O(links), removes the
     iptables chains kube-proxy made (C(kube-proxy --cleanup)) and the CNI plugins' chains, unmounts what the
     kubelet mounted, and deletes O(paths).
   - Images stay, so the node does not fetch them again. Idempotent; a clean node reports no change.
@@ -42,6 +43,11 @@ options:
     description: Pod bridge interface to delete.
     type: str
     default: cni0
+  links:
+    description: Further network devices of a pod network to delete (Cilium's host and tunnel devices).
+    type: list
+    elements: str
+    default: [cilium_host, cilium_net, cilium_vxlan]
   kube_proxy:
     description: kube-proxy binary used for C(--cleanup); skipped when missing.
     type: path
@@ -111,8 +117,8 @@ from ansible.module_utils.basic import AnsibleModule
 
 NETNS_DIR = "/var/run/netns"
 PROTECTED = ("/", "/etc", "/var", "/var/lib", "/usr", "/run", "/root", "/home")
-# Chains the CNI plugins (portmap, bridge ipMasq) add; kube-proxy's own go through `kube-proxy --cleanup`.
-CNI_CHAIN_PREFIXES = ("CNI-",)
+# Chains the CNI plugins (portmap, bridge ipMasq) and Cilium add; kube-proxy's own go through `kube-proxy --cleanup`.
+CNI_CHAIN_PREFIXES = ("CNI-", "CILIUM_")
 
 
 def removal_script(table, saved, chains):
@@ -174,7 +180,7 @@ class Reset:
             self.run([ctr, "-n", namespace, "tasks", "delete", "-f", cid], check_rc=False)
             self.run([ctr, "-n", namespace, "containers", "delete", cid])
 
-    def network(self, bridge):
+    def network(self, bridge, links=()):
         ip = self.module.get_bin_path("ip", required=True)
         if os.path.isdir(NETNS_DIR):
             names = sorted(n for n in os.listdir(NETNS_DIR) if n.startswith("cni-"))
@@ -185,10 +191,11 @@ class Reset:
                     path = os.path.join(NETNS_DIR, name)
                     if os.path.exists(path):  # a namespace file left without its mount
                         os.unlink(path)
-        if os.path.exists("/sys/class/net/%s" % bridge):
-            self.result["removed"].append("link:%s" % bridge)
-            if not self.check:
-                self.run([ip, "link", "delete", bridge])
+        for link in [bridge, *links]:
+            if os.path.exists("/sys/class/net/%s" % link):
+                self.result["removed"].append("link:%s" % link)
+                if not self.check:
+                    self.run([ip, "link", "delete", link], check_rc=False)
 
     def iptables(self, kube_proxy):
         if os.path.exists(kube_proxy):
@@ -254,6 +261,7 @@ def main():
             paths=dict(type="list", elements="path", default=[]),
             containerd_namespace=dict(type="str", default="k8s.io"),
             bridge=dict(type="str", default="cni0"),
+            links=dict(type="list", elements="str", default=["cilium_host", "cilium_net", "cilium_vxlan"]),
             kube_proxy=dict(type="path", default="/usr/local/bin/kube-proxy"),
             mount_roots=dict(type="list", elements="path",
                              default=["/var/lib/kubelet", "/run/containerd/io.containerd.grpc.v1.cri"]),
@@ -267,7 +275,7 @@ def main():
     reset = Reset(module)
     reset.units(p["stop_units"])
     reset.containers(p["containerd_namespace"])
-    reset.network(p["bridge"])
+    reset.network(p["bridge"], p["links"])
     reset.iptables(p["kube_proxy"])
     reset.mounts(p["mount_roots"])
     reset.paths(p["paths"])

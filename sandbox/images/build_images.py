@@ -50,6 +50,7 @@ class ImageSpec:
     # Further files (source on this machine, path in the image) and symlinks (path, target) of the layer.
     extras: tuple[tuple[Path, str], ...] = ()
     links: tuple[tuple[str, str], ...] = ()
+    program: str = ""  # the binary's name in the image, when it is not the image's name
 
     @property
     def ref(self) -> str:
@@ -57,7 +58,7 @@ class ImageSpec:
 
     @property
     def entrypoint(self) -> str:
-        return f"/usr/local/bin/{self.name}"
+        return f"/usr/local/bin/{self.program or self.name}"
 
 
 @dataclass(frozen=True)
@@ -313,6 +314,48 @@ def iptables_files() -> tuple[tuple[tuple[Path, str], ...], tuple[tuple[str, str
     return tuple(extras), tuple(links)
 
 
+def library_files(binaries: list[Path], have: set[str]) -> tuple[list[tuple[Path, str]], list[tuple[str, str]]]:
+    """The shared objects of `binaries` at the paths the loader looks for them, each file stored once (a second
+    path to the same file becomes a symlink). `have`: image paths already taken."""
+    extras: list[tuple[Path, str]] = []
+    links: list[tuple[str, str]] = []
+    stored: dict[Path, str] = {}
+    for lib in sorted(shared_libraries(binaries)):
+        dest = os.path.normpath(str(lib)).lstrip("/")
+        source = lib.resolve()
+        if dest in have:
+            continue
+        have.add(dest)
+        if source in stored:
+            links.append((dest, "/" + stored[source]))
+        else:
+            stored[source] = dest
+            extras.append((source, dest))
+    return extras, links
+
+
+def cilium_files(cilium_dir: Path) -> tuple[tuple[tuple[Path, str], ...], tuple[tuple[str, str], ...]]:
+    """What the Cilium agent needs beside itself: its CNI plugin, the datapath sources and clang to compile them
+    on the node (Debian's clang-19), iptables, and a static busybox for the step that installs the plugin."""
+    clang = Path("/usr/lib/llvm-19/bin/clang")
+    busybox = Path("/bin/busybox")
+    for tool, package in ((clang, "clang-19"), (busybox, "busybox-static")):
+        if not tool.is_file():
+            sys.exit(f"error: {tool} not found: install the Debian package '{package}'")
+    ipt_extras, ipt_links = iptables_files()
+    extras = [(cilium_dir / "bin" / "cilium-cni", "usr/local/bin/cilium-cni"), (clang, "usr/lib/llvm-19/bin/clang"),
+              (busybox, "bin/busybox"), *ipt_extras]
+    links = [("usr/local/bin/clang", "/usr/lib/llvm-19/bin/clang"), *ipt_links]
+    have = {dest for _src, dest in extras}
+    lib_extras, lib_links = library_files([clang], have)
+    extras += lib_extras
+    links += lib_links
+    bpf = cilium_dir / "bpf"
+    extras += [(path, "var/lib/cilium/bpf/" + str(path.relative_to(bpf)))
+               for path in sorted(bpf.rglob("*")) if path.is_file()]
+    return tuple(extras), tuple(links)
+
+
 def default_bin_dir(cache: Path, versions: dict[str, str]) -> Path:
     # Same layout as sandbox/k8s/build.sh.
     return cache / "k8s" / f"{versions['KUBERNETES_VERSION']}-etcd-{versions['ETCD_VERSION']}" / "bin"
@@ -342,6 +385,15 @@ def main(argv: list[str] | None = None) -> int:
     specs.append(ImageSpec("echo", ECHO_TAG, build_program("echo", args.out / "echo-bin")))
     coredns = versions["COREDNS_VERSION"]
     specs.append(ImageSpec("coredns", coredns.removeprefix("v"), build_coredns(coredns, args.out / "coredns-bin")))
+
+    cilium_dir = cache / "cilium" / versions["CILIUM_VERSION"]
+    if not (cilium_dir / "bin" / "cilium-agent").is_file():
+        sys.exit(f"error: Cilium is not built in {cilium_dir}; run `make cilium` first")
+    cilium_tag = versions["CILIUM_VERSION"]
+    extras, links = cilium_files(cilium_dir)
+    specs.append(ImageSpec("cilium", cilium_tag, cilium_dir / "bin" / "cilium-agent", extras, links, "cilium-agent"))
+    specs.append(ImageSpec("cilium-operator", cilium_tag, cilium_dir / "bin" / "cilium-operator-generic",
+                           program="cilium-operator-generic"))
 
     catalog = {spec.name: ensure_image(spec, args.out) for spec in specs}
     catalog_path = args.out / "images.json"

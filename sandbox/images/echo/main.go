@@ -15,14 +15,55 @@ import (
 	"time"
 )
 
+// A new connection per fetch: a kept-alive one would send every fetch of a Service to the same endpoint.
+var client = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+
+// `echo fetch URL` and `echo resolve NAME` do once, from inside the pod (through kubectl exec), what /fetch and
+// /resolve do over HTTP: for clusters whose API server cannot proxy to pod addresses.
+func command(args []string) int {
+	switch {
+	case len(args) == 2 && args[0] == "fetch":
+		resp, err := client.Get(args[1])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer resp.Body.Close()
+		io.Copy(os.Stdout, io.LimitReader(resp.Body, 1<<20))
+		if resp.StatusCode/100 != 2 {
+			return 1
+		}
+		return 0
+	case len(args) == 2 && args[0] == "resolve":
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		addrs, err := net.DefaultResolver.LookupHost(ctx, args[1])
+		var dnsErr *net.DNSError
+		switch {
+		case err == nil:
+			fmt.Println(strings.Join(addrs, " "))
+			return 0
+		case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		default:
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	fmt.Fprintln(os.Stderr, "usage: echo [ADDR] | echo fetch URL | echo resolve NAME")
+	return 64
+}
+
 func main() {
 	addr := ":8080"
+	if len(os.Args) > 2 {
+		os.Exit(command(os.Args[1:]))
+	}
 	if len(os.Args) > 1 {
 		addr = os.Args[1]
 	}
 	host, _ := os.Hostname()
-	// A new connection per fetch: a kept-alive one would send every fetch of a Service to the same endpoint.
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	http.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "host=%s pod_ip=%s node=%s\n", host, os.Getenv("POD_IP"), os.Getenv("NODE_NAME"))
 	})

@@ -1,0 +1,338 @@
+# Copyright: (c) kosmos.kubenest contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""A cluster's pod network and NetworkPolicy engine (Cilium), built as data.
+
+VXLAN tunnel between nodes, pod addresses from each Node's spec.podCIDR (the controller-manager of the cluster
+the node is in hands those out), kube-proxy left in charge of Services. Features that need more than the kernels
+and cgroup layout kubenest nodes have (socket load balancing, L7 proxy, Hubble, health probes between nodes) are
+off. Every object is a dict; settings land in fields of their own after a check.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.hosted_pods import container_resources
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.references import check_image
+
+NAMESPACE = "kube-system"
+AGENT = "cilium"
+OPERATOR = "cilium-operator"
+CONFIG = "cilium-config"
+AGENT_LABELS = {"k8s-app": "cilium"}
+OPERATOR_LABELS = {"io.cilium/app": "operator", "name": "cilium-operator"}
+HEALTH_PORT = 9879  # the agent's own /healthz, on loopback
+OPERATOR_HEALTH_PORT = 9234
+CNI_CONF = "05-cilium.conflist"
+CNI_BIN_DIR = "/usr/lib/cni"  # where containerd looks for plugins on Debian nodes (upstream: /opt/cni/bin)
+DEFAULT_AGENT_RESOURCES = {"requests": {"cpu": "100m", "memory": "200Mi"}, "limits": {"memory": "1Gi"}}
+DEFAULT_OPERATOR_RESOURCES = {"requests": {"cpu": "20m", "memory": "50Mi"}, "limits": {"memory": "300Mi"}}
+HOST_NAME = r"^(?=.{1,253}$)[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?)*$"
+
+# Agent and operator read these as flags (one file per key under --config-dir).
+BASE_CONFIG = {
+    "routing-mode": "tunnel",
+    "tunnel-protocol": "vxlan",
+    "ipam": "kubernetes",
+    "k8s-require-ipv4-pod-cidr": "true",
+    "enable-ipv4": "true",
+    "enable-ipv6": "false",
+    "enable-ipv4-masquerade": "true",
+    "enable-bpf-masquerade": "false",
+    "kube-proxy-replacement": "false",
+    "bpf-lb-sock": "false",
+    "enable-policy": "default",
+    "enable-k8s-networkpolicy": "true",
+    "enable-l7-proxy": "false",
+    "enable-hubble": "false",
+    "enable-health-checking": "false",
+    "enable-endpoint-health-checking": "false",
+    "identity-allocation-mode": "crd",
+    "cni-exclusive": "true",
+    "write-cni-conf-when-ready": "/host/etc/cni/net.d/" + CNI_CONF,
+    "cni-chaining-mode": "none",
+    "install-no-conntrack-iptables-rules": "false",
+    "enable-gateway-api": "false",
+    "enable-ingress-controller": "false",
+    "clustermesh-enable-mcs-api": "false",
+    "bpf-root": "/sys/fs/bpf",
+    "cgroup-root": "/run/cilium/cgroupv2",
+    # The node's /proc with kernel.* read-only: nodes that share a kernel (containers, nspawn machines) must not
+    # change kernel-wide settings for their neighbours; Cilium only warns when it cannot.
+    "procfs": "/host/proc",
+    "operator-api-serve-addr": "127.0.0.1:%d" % OPERATOR_HEALTH_PORT,
+    "agent-health-port": str(HEALTH_PORT),
+    "cluster-name": "default",
+    "enable-gops": "false",
+    "debug": "false",
+}
+
+
+def check_host(value):
+    value = str(value)
+    try:
+        ipaddress.ip_address(value)
+        return value
+    except ValueError:
+        pass
+    if not re.match(HOST_NAME, value):
+        raise ValueError("API server host %r is neither an IP address nor a DNS name" % value)
+    return value
+
+
+def check_port(value, what):
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).isdigit() \
+            or not 0 < int(value) < 65536:
+        raise ValueError("%s %r is not a port number" % (what, value))
+    return int(value)
+
+
+def config_map(tunnel_port=8472, mtu=0, cluster_pod_cidr=None):
+    data = dict(BASE_CONFIG)
+    data["tunnel-port"] = str(check_port(tunnel_port, "tunnel port"))
+    if mtu:
+        if isinstance(mtu, bool) or not str(mtu).isdigit() or not 1280 <= int(mtu) <= 9000:
+            raise ValueError("MTU %r is not between 1280 and 9000" % (mtu,))
+        data["mtu"] = str(int(mtu))
+    if cluster_pod_cidr:
+        try:
+            data["ipv4-native-routing-cidr"] = str(ipaddress.IPv4Network(str(cluster_pod_cidr)))
+        except ValueError:
+            raise ValueError("cluster pod CIDR %r is not an IPv4 network" % (cluster_pod_cidr,)) from None
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": CONFIG, "namespace": NAMESPACE},
+            "data": data}
+
+
+def _rules(*groups):
+    """ClusterRole rules from (api group, resources, verbs) triples."""
+    return [{"apiGroups": [group], "resources": list(resources), "verbs": list(verbs)}
+            for group, resources, verbs in groups]
+
+
+READ = ("get", "list", "watch")
+CILIUM_READ = ("ciliumclusterwidenetworkpolicies", "ciliumendpoints", "ciliumendpointslices", "ciliumidentities",
+               "ciliumnetworkpolicies", "ciliumnodes", "ciliumnodeconfigs", "ciliumcidrgroups",
+               "ciliumlocalredirectpolicies", "ciliumegressgatewaypolicies", "ciliumloadbalancerippools",
+               "ciliumpodippools", "ciliumenvoyconfigs", "ciliumclusterwideenvoyconfigs",
+               "ciliuml2announcementpolicies", "ciliumbgpnodeconfigs", "ciliumbgpadvertisements",
+               "ciliumbgppeerconfigs", "ciliumdatapathplugins")
+
+AGENT_RULES = _rules(
+    ("networking.k8s.io", ["networkpolicies"], READ),
+    ("policy.networking.k8s.io", ["clusternetworkpolicies"], READ),
+    ("discovery.k8s.io", ["endpointslices"], READ),
+    ("", ["namespaces", "services", "pods", "nodes"], READ),
+    ("", ["events"], ("create", "patch")),
+    ("", ["nodes/status"], ("patch",)),
+    ("coordination.k8s.io", ["leases"], ("create", "get", "update", "list", "delete")),
+    ("apiextensions.k8s.io", ["customresourcedefinitions"], READ),
+    ("cilium.io", CILIUM_READ, ("list", "watch")),
+    ("cilium.io", ["ciliumidentities", "ciliumendpoints", "ciliumnodes"], ("create",)),
+    ("cilium.io", ["ciliumidentities"], ("update",)),
+    ("cilium.io", ["ciliumendpoints"], ("delete", "get")),
+    ("cilium.io", ["ciliumnodes", "ciliumnodes/status"], ("get", "update")),
+    ("cilium.io", ["ciliumendpoints", "ciliumendpoints/status"], ("patch",)),
+)
+
+OPERATOR_RULES = _rules(
+    ("", ["pods"], READ + ("delete",)),
+    ("", ["nodes"], ("list", "watch")),
+    ("", ["nodes", "nodes/status"], ("patch",)),
+    ("", ["namespaces", "serviceaccounts", "configmaps"], READ),
+    ("", ["services"], READ),
+    ("", ["services/status"], ("update", "patch")),
+    ("", ["events"], ("create", "patch")),
+    ("discovery.k8s.io", ["endpointslices"], READ),
+    ("cilium.io", ["ciliumnetworkpolicies", "ciliumclusterwidenetworkpolicies"],
+     ("create", "update", "deletecollection", "patch", "get", "list", "watch")),
+    ("cilium.io", ["ciliumnetworkpolicies/status", "ciliumclusterwidenetworkpolicies/status"], ("patch", "update")),
+    ("cilium.io", ["ciliumendpoints", "ciliumidentities"], ("delete", "list", "watch")),
+    ("cilium.io", ["ciliumidentities"], ("update", "create")),
+    ("cilium.io", ["ciliumnodes"], ("create", "update", "get", "list", "watch", "delete")),
+    ("cilium.io", ["ciliumnodes/status"], ("update",)),
+    ("cilium.io", ["ciliumendpointslices", "ciliumenvoyconfigs", "ciliumcidrgroups", "ciliumbgpclusterconfigs",
+                   "ciliumbgpnodeconfigoverrides", "ciliumbgppeerconfigs", "ciliumbgpadvertisements",
+                   "ciliumbgpnodeconfigs"],
+     ("create", "update", "get", "list", "watch", "delete", "patch")),
+    ("cilium.io", ["ciliumloadbalancerippools", "ciliumpodippools", "ciliumdatapathplugins"], READ),
+    ("cilium.io", ["ciliumpodippools"], ("create",)),
+    ("cilium.io", ["ciliumloadbalancerippools/status"], ("patch",)),
+    # The operator registers Cilium's CRDs and keeps them current.
+    ("apiextensions.k8s.io", ["customresourcedefinitions"], ("create", "get", "list", "watch", "update")),
+    ("coordination.k8s.io", ["leases"], ("create", "get", "update")),
+)
+
+
+def _account(name, rules):
+    meta = {"name": name}
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": dict(meta, namespace=NAMESPACE)},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": meta, "rules": rules},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": meta,
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": NAMESPACE}]},
+    ]
+
+
+def _api_env(api_host, api_port):
+    """Where the API server is, for clients that start before the pod network and Services work."""
+    return [{"name": "KUBERNETES_SERVICE_HOST", "value": check_host(api_host)},
+            {"name": "KUBERNETES_SERVICE_PORT", "value": str(check_port(api_port, "API server port"))}]
+
+
+def _host_path(name, path, kind="DirectoryOrCreate"):
+    return {"name": name, "hostPath": {"path": path, "type": kind}}
+
+
+def _field_env(name, path):
+    return {"name": name, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": path}}}
+
+
+def check_dir(value, what):
+    value = str(value)
+    if not value.startswith("/") or "\n" in value or "/.." in value or len(value) > 200:
+        raise ValueError("%s %r is not an absolute path" % (what, value))
+    return value
+
+
+def agent_daemonset(image, api_host, api_port, resources=None, cni_bin_dir=CNI_BIN_DIR):
+    """The agent on every node: it compiles and loads the datapath, so it runs privileged in the node's network
+    namespace. Its first container copies the CNI plugin onto the node."""
+    image = check_image(image)
+    env = [_field_env("K8S_NODE_NAME", "spec.nodeName"), _field_env("CILIUM_K8S_NAMESPACE", "metadata.namespace"),
+           *_api_env(api_host, api_port)]
+    mounts = [
+        {"name": "config", "mountPath": "/tmp/cilium/config-map", "readOnly": True},
+        {"name": "bpf-maps", "mountPath": "/sys/fs/bpf", "mountPropagation": "Bidirectional"},
+        {"name": "cilium-run", "mountPath": "/var/run/cilium"},
+        {"name": "cni-conf", "mountPath": "/host/etc/cni/net.d"},
+        {"name": "xtables-lock", "mountPath": "/run/xtables.lock"},
+        {"name": "host-proc", "mountPath": "/host/proc"},
+        {"name": "host-proc-kernel", "mountPath": "/host/proc/sys/kernel", "readOnly": True},
+    ]
+    pod = {
+        "serviceAccountName": AGENT,
+        "hostNetwork": True,
+        "dnsPolicy": "ClusterFirstWithHostNet",
+        "priorityClassName": "system-node-critical",
+        "restartPolicy": "Always",
+        "terminationGracePeriodSeconds": 1,
+        "tolerations": [{"operator": "Exists"}],
+        "nodeSelector": {"kubernetes.io/os": "linux"},
+        "automountServiceAccountToken": True,
+        "initContainers": [{
+            # The maps and programs outlive the agent's restarts only in the node's bpf filesystem.
+            "name": "mount-bpf-fs",
+            "image": image,
+            "command": ["/bin/busybox", "sh", "-ec",
+                        "grep -q ' /sys/fs/bpf bpf ' /proc/mounts || mount -t bpf bpf /sys/fs/bpf"],
+            "securityContext": {"privileged": True},
+            "volumeMounts": [{"name": "bpf-maps", "mountPath": "/sys/fs/bpf", "mountPropagation": "Bidirectional"}],
+            "terminationMessagePolicy": "FallbackToLogsOnError",
+        }, {
+            "name": "install-cni",
+            "image": image,
+            "command": ["/bin/busybox", "sh", "-ec",
+                        "cp /usr/local/bin/cilium-cni /host/opt/cni/bin/.cilium-cni.new && "
+                        "mv /host/opt/cni/bin/.cilium-cni.new /host/opt/cni/bin/cilium-cni"],
+            "securityContext": {"privileged": True},
+            "volumeMounts": [{"name": "cni-path", "mountPath": "/host/opt/cni/bin"}],
+            "terminationMessagePolicy": "FallbackToLogsOnError",
+        }],
+        "containers": [{
+            "name": "cilium-agent",
+            "image": image,
+            "command": ["/usr/local/bin/cilium-agent"],
+            "args": ["--config-dir=/tmp/cilium/config-map"],
+            "env": env,
+            "securityContext": {"privileged": True},
+            "resources": container_resources(resources or DEFAULT_AGENT_RESOURCES),
+            "volumeMounts": mounts,
+            "terminationMessagePolicy": "FallbackToLogsOnError",
+            "startupProbe": _health_probe(HEALTH_PORT, period=2, failures=150),
+            "readinessProbe": _health_probe(HEALTH_PORT, period=5, failures=3),
+            "livenessProbe": _health_probe(HEALTH_PORT, period=10, failures=10),
+        }],
+        "volumes": [
+            {"name": "config", "configMap": {"name": CONFIG}},
+            _host_path("bpf-maps", "/sys/fs/bpf"),
+            _host_path("cilium-run", "/var/run/cilium"),
+            _host_path("cni-conf", "/etc/cni/net.d"),
+            _host_path("cni-path", check_dir(cni_bin_dir, "CNI plugin directory")),
+            _host_path("xtables-lock", "/run/xtables.lock", "FileOrCreate"),
+            _host_path("host-proc", "/proc", "Directory"),
+            _host_path("host-proc-kernel", "/proc/sys/kernel", "Directory"),
+        ],
+    }
+    return {
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": AGENT, "namespace": NAMESPACE, "labels": dict(AGENT_LABELS)},
+        "spec": {
+            "selector": {"matchLabels": dict(AGENT_LABELS)},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 2}},
+            "template": {"metadata": {"labels": dict(AGENT_LABELS)}, "spec": pod},
+        },
+    }
+
+
+def _health_probe(port, period, failures):
+    return {"httpGet": {"host": "127.0.0.1", "port": port, "path": "/healthz",
+                        "httpHeaders": [{"name": "brief", "value": "true"}]},
+            "periodSeconds": period, "failureThreshold": failures, "timeoutSeconds": 5}
+
+
+def operator_deployment(image, api_host, api_port, resources=None):
+    """The operator registers Cilium's CRDs and collects unused identities and endpoints. It uses the node's
+    network, so it runs before the pod network does."""
+    image = check_image(image)
+    pod = {
+        "serviceAccountName": OPERATOR,
+        "hostNetwork": True,
+        "priorityClassName": "system-cluster-critical",
+        "tolerations": [{"operator": "Exists"}],
+        "nodeSelector": {"kubernetes.io/os": "linux"},
+        "containers": [{
+            "name": "cilium-operator",
+            "image": image,
+            "command": ["/usr/local/bin/cilium-operator-generic"],
+            "args": ["--config-dir=/tmp/cilium/config-map"],
+            "env": [_field_env("K8S_NODE_NAME", "spec.nodeName"),
+                    _field_env("CILIUM_K8S_NAMESPACE", "metadata.namespace"), *_api_env(api_host, api_port)],
+            "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                "capabilities": {"drop": ["ALL"]}},
+            "resources": container_resources(resources or DEFAULT_OPERATOR_RESOURCES),
+            "volumeMounts": [{"name": "config", "mountPath": "/tmp/cilium/config-map", "readOnly": True}],
+            "livenessProbe": {"httpGet": {"host": "127.0.0.1", "port": OPERATOR_HEALTH_PORT, "path": "/healthz"},
+                              "initialDelaySeconds": 30, "periodSeconds": 10, "timeoutSeconds": 3},
+            "readinessProbe": {"httpGet": {"host": "127.0.0.1", "port": OPERATOR_HEALTH_PORT, "path": "/healthz"},
+                               "periodSeconds": 5, "failureThreshold": 5, "timeoutSeconds": 3},
+            "terminationMessagePolicy": "FallbackToLogsOnError",
+        }],
+        "volumes": [{"name": "config", "configMap": {"name": CONFIG}}],
+    }
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": OPERATOR, "namespace": NAMESPACE, "labels": dict(OPERATOR_LABELS)},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": dict(OPERATOR_LABELS)},
+            "strategy": {"type": "Recreate"},
+            "template": {"metadata": {"labels": dict(OPERATOR_LABELS)}, "spec": pod},
+        },
+    }
+
+
+def manifests(agent_image, operator_image, api_host, api_port, tunnel_port=8472, mtu=0, labels=None,
+              agent_resources=None, operator_resources=None, cni_bin_dir=CNI_BIN_DIR):
+    """Every object of the pod network, in an order they can be applied in."""
+    objects = [config_map(tunnel_port, mtu)]
+    objects += _account(AGENT, AGENT_RULES)
+    objects += _account(OPERATOR, OPERATOR_RULES)
+    objects.append(operator_deployment(operator_image, api_host, api_port, operator_resources))
+    objects.append(agent_daemonset(agent_image, api_host, api_port, agent_resources, cni_bin_dir))
+    for obj in objects:
+        obj["metadata"].setdefault("labels", {}).update({str(k): str(v) for k, v in (labels or {}).items()})
+    return objects

@@ -1,0 +1,71 @@
+"""The pod network's objects: settings land in fields of their own, kernel-wide settings stay out of reach."""
+
+from __future__ import annotations
+
+import pytest
+from ansible.errors import AnsibleFilterError
+from ansible_collections.kosmos.kubenest.plugins.filter.cilium_manifests import cilium_manifests
+
+BASE = {"agent_image": "kubenest.local/cilium:v1.20.2", "operator_image": "kubenest.local/cilium-operator:v1.20.2",
+        "api_host": "198.18.0.11", "api_port": 31443}
+
+
+def _objects(**settings):
+    return {(obj["kind"], obj["metadata"]["name"]): obj for obj in cilium_manifests(dict(BASE, **settings))}
+
+
+def _env(container):
+    return {e["name"]: e.get("value") for e in container["env"]}
+
+
+def test_agents_and_operator_reach_the_api_server_the_kubelets_use():
+    objects = _objects()
+    agent = objects[("DaemonSet", "cilium")]["spec"]["template"]["spec"]["containers"][0]
+    operator = objects[("Deployment", "cilium-operator")]["spec"]["template"]["spec"]["containers"][0]
+    for container in (agent, operator):
+        env = _env(container)
+        assert (env["KUBERNETES_SERVICE_HOST"], env["KUBERNETES_SERVICE_PORT"]) == ("198.18.0.11", "31443")
+
+
+def test_the_agent_sees_kernel_settings_read_only():
+    pod = _objects()[("DaemonSet", "cilium")]["spec"]["template"]["spec"]
+    mounts = {m["mountPath"]: m for m in pod["containers"][0]["volumeMounts"]}
+    assert mounts["/host/proc/sys/kernel"]["readOnly"] is True
+    config = _objects()[("ConfigMap", "cilium-config")]["data"]
+    assert config["procfs"] == "/host/proc"
+
+
+def test_config_is_a_tunnel_with_network_policy_and_the_nodes_pod_cidrs():
+    config = _objects(tunnel_port=8473, mtu=1400)[("ConfigMap", "cilium-config")]["data"]
+    assert config["routing-mode"] == "tunnel" and config["tunnel-protocol"] == "vxlan"
+    assert config["tunnel-port"] == "8473" and config["mtu"] == "1400"
+    assert config["ipam"] == "kubernetes" and config["enable-k8s-networkpolicy"] == "true"
+    assert all(isinstance(v, str) for v in config.values())
+
+
+def test_labels_reach_every_object():
+    for obj in cilium_manifests(dict(BASE, labels={"app.kubernetes.io/managed-by": "kosmos.kubenest"})):
+        assert obj["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "kosmos.kubenest"
+
+
+@pytest.mark.parametrize(("setting", "value"), [
+    ("agent_image", "kubenest.local/cilium:v1\n  hostPID: true"),
+    ("operator_image", "kubenest.local/cilium operator:1"),
+    ("api_host", "198.18.0.11; curl x"),
+    ("api_host", ""),
+    ("api_port", 0),
+    ("api_port", "6443\n"),
+    ("api_port", True),
+    ("tunnel_port", 70000),
+    ("mtu", 100),
+    ("mtu", "1500x"),
+    ("surprise", 1),
+])
+def test_bad_settings_are_refused_with_the_setting_named(setting, value):
+    with pytest.raises(AnsibleFilterError, match="InvalidRequest"):
+        cilium_manifests(dict(BASE, **{setting: value}))
+
+
+def test_settings_must_be_a_dictionary():
+    with pytest.raises(AnsibleFilterError, match="InvalidRequest"):
+        cilium_manifests(["agent_image"])
