@@ -30,7 +30,8 @@ CNI_CONF = "05-cilium.conflist"
 CNI_BIN_DIR = "/usr/lib/cni"  # where containerd looks for plugins on Debian nodes (upstream: /opt/cni/bin)
 DEFAULT_AGENT_RESOURCES = {"requests": {"cpu": "100m", "memory": "200Mi"}, "limits": {"memory": "1Gi"}}
 DEFAULT_OPERATOR_RESOURCES = {"requests": {"cpu": "20m", "memory": "50Mi"}, "limits": {"memory": "300Mi"}}
-HOST_NAME = r"^(?=.{1,253}$)[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?)*$"
+LABEL = r"[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?"
+HOST_NAME = r"^(?=.{1,253}$)%s(\.%s)*$" % (LABEL, LABEL)
 
 # Agent and operator read these as flags (one file per key under --config-dir).
 BASE_CONFIG = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import time
 import urllib.error
 import urllib.request
@@ -364,6 +365,59 @@ def _tenant_echo(tenant, node: str) -> None:
                       or 0) >= 1, 180, f"a tenant pod on {node}")
 
 
+def _from_pod(tenant, namespace: str, app: str, *args: str) -> tuple[int, str]:
+    """`echo ARGS` run inside the tenant pod labelled app=`app` (kubectl exec): exit code and output."""
+    core = k8s.CoreV1Api(tenant)
+    pod = core.list_namespaced_pod(namespace, label_selector=f"app={app}").items[0].metadata.name
+    resp = stream(core.connect_get_namespaced_pod_exec, pod, namespace, command=["/usr/local/bin/echo", *args],
+                  stdout=True, stderr=True, stdin=False, tty=False, _preload_content=False)
+    resp.run_forever(timeout=60)
+    out = resp.read_stdout() + resp.read_stderr()
+    return resp.returncode, out
+
+
+def _policy(tenant, namespace: str, name: str, spec: dict) -> None:
+    k8s.NetworkingV1Api(tenant).create_namespaced_network_policy(namespace, {
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": {"name": name}, "spec": spec})
+
+
+def _tenant_network_checks(tenant, pool: list[str]) -> None:
+    """Two promoted nodes: pods reach each other across nodes by address and by Service name, the tenant's DNS
+    answers, and NetworkPolicy is enforced (default deny, then an allow rule opens exactly one direction)."""
+    a, b = (f"on-{name}" for name in pool)
+    core = k8s.CoreV1Api(tenant)
+    pods = {p.metadata.labels["app"]: p for p in core.list_namespaced_pod("scale-apps").items}
+    assert pods[a].spec.node_name != pods[b].spec.node_name
+    b_ip = pods[b].status.pod_ip
+    assert ipaddress.ip_address(b_ip) in ipaddress.ip_network("198.18.64.0/18")  # the tenant's pod range
+    rc, out = _from_pod(tenant, "scale-apps", a, "fetch", f"http://{b_ip}:8080/")
+    assert rc == 0 and f"host={b}-" in out, out
+    rc, out = _from_pod(tenant, "scale-apps", a, "fetch", f"http://{b}.scale-apps.svc.cluster.local/")
+    assert rc == 0 and f"host={b}-" in out, out
+    kubernetes_ip = core.read_namespaced_service("kubernetes", "default").spec.cluster_ip
+    assert _from_pod(tenant, "scale-apps", b, "resolve", "kubernetes.default.svc.cluster.local") \
+        == (0, kubernetes_ip + "\n")
+    rc, out = _from_pod(tenant, "scale-apps", b, "resolve", "kubenest-e2e.example.com")
+    assert rc == 2, out  # NXDOMAIN: the sandbox gives the tenant's DNS no upstream
+
+    _policy(tenant, "scale-apps", "default-deny", {"podSelector": {}, "policyTypes": ["Ingress"]})
+    rc, out = _from_pod(tenant, "scale-apps", a, "fetch", f"http://{b_ip}:8080/")
+    assert rc == 1 and "Timeout" in out, out
+    _policy(tenant, "scale-apps", f"{a}-to-{b}", {
+        "podSelector": {"matchLabels": {"app": b}},
+        "ingress": [{"from": [{"podSelector": {"matchLabels": {"app": a}}}], "ports": [{"port": 8080}]}]})
+    def allowed():
+        got = _from_pod(tenant, "scale-apps", a, "fetch", f"http://{b_ip}:8080/")
+        return got if got[0] == 0 else None
+    _rc, out = wait_for(allowed, 60, "the allow rule in force")
+    assert f"host={b}-" in out
+    rc, out = _from_pod(tenant, "scale-apps", b, "fetch", f"http://{pods[a].status.pod_ip}:8080/")
+    assert rc == 1 and "Timeout" in out, out  # the other direction stays closed
+    networking = k8s.NetworkingV1Api(tenant)
+    for name in ("default-deny", f"{a}-to-{b}"):
+        networking.delete_namespaced_network_policy(name, "scale-apps")
+
+
 def test_node_count_up_and_down_then_delete_leaves_nothing_of_the_tenant(promoting):
     """nodeCount 1 -> 2 -> 1 -> delete: the surplus goes back, every node ends free, Ready in the host and
     without tenant files, containers or kube-proxy rules."""
@@ -393,6 +447,7 @@ def test_node_count_up_and_down_then_delete_leaves_nothing_of_the_tenant(promoti
     for name in pool:
         assert globalnode(api, name)["status"]["virtualCluster"] == f"{NS}/scale" and not host_node(api, name)
         _tenant_echo(tenant, name)
+    _tenant_network_checks(tenant, pool)
 
     vc = scale(1)
     kept = [n["name"] for n in vc["status"]["nodes"]]
