@@ -210,7 +210,7 @@ class Reset:
         restore = self.module.get_bin_path("iptables-restore")
         if save is None or restore is None:
             return
-        for table in ("nat", "filter", "mangle"):
+        for table in ("nat", "filter", "mangle", "raw"):
             _rc, out = self.run([save, "-t", table], check_rc=False)
             chains = [line[1:].split()[0] for line in out.splitlines()
                       if line.startswith(":") and line[1:].startswith(CNI_CHAIN_PREFIXES)]
