@@ -111,6 +111,7 @@ chains:
 """
 
 import os
+import re
 import shutil
 
 from ansible.module_utils.basic import AnsibleModule
@@ -191,8 +192,10 @@ class Reset:
                     path = os.path.join(NETNS_DIR, name)
                     if os.path.exists(path):  # a namespace file left without its mount
                         os.unlink(path)
+        _rc, out = self.run([ip, "-o", "link", "show"])
+        present = set(re.findall(r"^\d+: ([^:@\s]+)", out, re.M))
         for link in [bridge, *links]:
-            if os.path.exists("/sys/class/net/%s" % link):
+            if link in present:
                 self.result["removed"].append("link:%s" % link)
                 if not self.check:
                     self.run([ip, "link", "delete", link], check_rc=False)

@@ -77,3 +77,34 @@ def test_cni_masquerade_rule_with_a_quoted_comment_and_its_chain_go_away(netns):
     again = Reset(NamespacedModule(netns))
     again.iptables("/nonexistent/kube-proxy")
     assert again.result["chains"] == []  # nothing left to find: a clean node reports no change
+
+
+def test_cilium_chains_in_every_table_and_their_feeder_rules_go_away(netns):
+    """Cilium's chains live in raw, mangle, nat and filter, fed by commented jumps from the built-in chains."""
+    chains = (("raw", "PREROUTING", "CILIUM_PRE_raw"), ("raw", "OUTPUT", "CILIUM_OUTPUT_raw"),
+              ("mangle", "PREROUTING", "CILIUM_PRE_mangle"), ("nat", "POSTROUTING", "CILIUM_POST_nat"),
+              ("filter", "FORWARD", "CILIUM_FORWARD"))
+    for table, builtin, chain in chains:
+        _iptables(netns, "-t", table, "-N", chain)
+        _iptables(netns, "-t", table, "-A", chain, "-m", "comment", "--comment", "cilium: NOTRACK for tunnel traffic",
+                  "-j", "ACCEPT")
+        _iptables(netns, "-t", table, "-A", builtin, "-m", "comment", "--comment", f"cilium-feeder: {chain}",
+                  "-j", chain)
+    reset = Reset(NamespacedModule(netns))
+    reset.iptables("/nonexistent/kube-proxy")
+    saved = _saved(netns)
+    assert "CILIUM" not in saved and "cilium" not in saved, saved
+    assert "raw/CILIUM_OUTPUT_raw" in reset.result["chains"] and len(reset.result["chains"]) == 5
+
+
+def test_the_pod_networks_devices_go_away(netns):
+    subprocess.run(["ip", "-n", netns, "link", "add", "cilium_host", "type", "veth", "peer", "name", "cilium_net"],
+                   check=True, timeout=60)
+    subprocess.run(["ip", "-n", netns, "link", "add", "cilium_vxlan", "type", "vxlan", "external", "dstport", "8472"],
+                   check=True, timeout=60)
+    reset = Reset(NamespacedModule(netns))
+    reset.network("cni0", ["cilium_host", "cilium_net", "cilium_vxlan"])
+    links = subprocess.run(["ip", "-n", netns, "-o", "link"], capture_output=True, text=True, check=True,
+                           timeout=60).stdout
+    assert "cilium_" not in links, links
+    assert sorted(reset.result["removed"]) == ["link:cilium_host", "link:cilium_net", "link:cilium_vxlan"]
