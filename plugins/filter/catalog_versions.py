@@ -12,8 +12,8 @@ description:
   - Reads C(images.json) of an image directory (as C(make images) writes it) on the controller and returns the
     versions of its C(kube-apiserver), C(kube-controller-manager) and C(kube-scheduler) images, when the images are
     asked from the repository the catalog's images are named after.
-  - Returns an empty list when the directory is empty or has no catalog, or the repository is another one: then
-    nothing is known about which versions exist.
+  - Returns an empty list when the directory is empty or has no catalog, or the repository is another one, since
+    then nothing is known about which versions exist.
 author:
   - kosmos.kubenest maintainers (@kosmos-kubenest)
 options:

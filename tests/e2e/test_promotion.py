@@ -406,6 +406,7 @@ def _tenant_network_checks(tenant, pool: list[str]) -> None:
     _policy(tenant, "scale-apps", f"{a}-to-{b}", {
         "podSelector": {"matchLabels": {"app": b}},
         "ingress": [{"from": [{"podSelector": {"matchLabels": {"app": a}}}], "ports": [{"port": 8080}]}]})
+
     def allowed():
         got = _from_pod(tenant, "scale-apps", a, "fetch", f"http://{b_ip}:8080/")
         return got if got[0] == 0 else None
