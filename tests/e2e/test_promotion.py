@@ -381,6 +381,14 @@ def _policy(tenant, namespace: str, name: str, spec: dict) -> None:
         "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": {"name": name}, "spec": spec})
 
 
+def _fetch_until(tenant, app: str, url: str, succeeds: bool) -> tuple[int, str]:
+    """`echo fetch URL` from the pod app=`app` until it succeeds (or fails, with `succeeds` False)."""
+    def verdict():
+        got = _from_pod(tenant, "scale-apps", app, "fetch", url)
+        return got if (got[0] == 0) == succeeds else None
+    return wait_for(verdict, 60, f"fetch of {url} from {app} to {'succeed' if succeeds else 'fail'}")
+
+
 def _tenant_network_checks(tenant, pool: list[str]) -> None:
     """Two promoted nodes: pods reach each other across nodes by address and by Service name, the tenant's DNS
     answers, and NetworkPolicy is enforced (default deny, then an allow rule opens exactly one direction)."""
@@ -400,19 +408,16 @@ def _tenant_network_checks(tenant, pool: list[str]) -> None:
     rc, out = _from_pod(tenant, "scale-apps", b, "resolve", "kubenest-e2e.example.com")
     assert rc == 2, out  # NXDOMAIN: the sandbox gives the tenant's DNS no upstream
 
+    # A policy takes a moment to reach every node's datapath: each verdict is awaited, then checked.
     _policy(tenant, "scale-apps", "default-deny", {"podSelector": {}, "policyTypes": ["Ingress"]})
-    rc, out = _from_pod(tenant, "scale-apps", a, "fetch", f"http://{b_ip}:8080/")
+    rc, out = _fetch_until(tenant, a, f"http://{b_ip}:8080/", succeeds=False)
     assert rc == 1 and "Timeout" in out, out
     _policy(tenant, "scale-apps", f"{a}-to-{b}", {
         "podSelector": {"matchLabels": {"app": b}},
         "ingress": [{"from": [{"podSelector": {"matchLabels": {"app": a}}}], "ports": [{"port": 8080}]}]})
-
-    def allowed():
-        got = _from_pod(tenant, "scale-apps", a, "fetch", f"http://{b_ip}:8080/")
-        return got if got[0] == 0 else None
-    _rc, out = wait_for(allowed, 60, "the allow rule in force")
+    _rc, out = _fetch_until(tenant, a, f"http://{b_ip}:8080/", succeeds=True)
     assert f"host={b}-" in out
-    rc, out = _from_pod(tenant, "scale-apps", b, "fetch", f"http://{pods[a].status.pod_ip}:8080/")
+    rc, out = _fetch_until(tenant, b, f"http://{pods[a].status.pod_ip}:8080/", succeeds=False)
     assert rc == 1 and "Timeout" in out, out  # the other direction stays closed
     networking = k8s.NetworkingV1Api(tenant)
     for name in ("default-deny", f"{a}-to-{b}"):
