@@ -66,6 +66,7 @@ def up(args) -> int:
     if not inventory.is_file():
         raise SandboxError(f"{inventory} is missing: start the machines first (make nodes)")
     bin_dir = _last_line(["bash", "sandbox/k8s/build.sh"])
+    _last_line(["bash", "sandbox/cilium/build.sh"])  # the tenants' pod network, for the image catalog
     images_dir = _last_line([sys.executable, "sandbox/images/build_images.py"])
     subnets = write_vars(sb, bin_dir, images_dir)
     env = {**os.environ, "ANSIBLE_FORCE_COLOR": os.environ.get("ANSIBLE_FORCE_COLOR", "0")}
