@@ -15,6 +15,7 @@ from kubernetes.stream import stream
 
 from sandbox.operator import write_site_vars
 from tests.support.http import get_text
+from tests.support.k8sbin import versions
 from tests.support.nodes import (
     CREDENTIAL_FILES,
     PlainPlaybook,
@@ -38,6 +39,7 @@ from tests.support.virtualclusters import (
     ensure_namespace,
     get_vc,
     install_crds,
+    labelled_objects,
     sandbox_operator_paused,
     tenant_client,
     wait_for,
@@ -482,3 +484,19 @@ def test_node_count_up_and_down_then_delete_leaves_nothing_of_the_tenant(promoti
         assert _get(f"http://{pod_ip}:8080/resolve?name=kubernetes.default").strip() == kubernetes_ip
         assert _get(f"http://{pod_ip}:8080/resolve?name=kube-dns.kube-system.svc.cluster.local").strip() == dns_ip
         core.delete_namespaced_pod(f"back-on-{name}", NS, grace_period_seconds=0)
+
+
+def test_a_version_without_images_is_refused_naming_the_available_ones(promoting):
+    """Refused before anything is written: no pod waits for an image that does not exist."""
+    _sb, api = promoting
+    create_vc(api, NS, "old", {"kubernetesVersion": "v1.35.9"})
+
+    def refused():
+        ready = condition(get_vc(api, NS, "old"), "Ready")
+        return ready if ready.get("reason") == "UnsupportedVersion" else None
+
+    ready = wait_for(refused, 300, "old to be refused with UnsupportedVersion")
+    assert ready["status"] == "False"
+    assert "v1.35.9" in ready["message"] and f"available: {versions()['KUBERNETES_VERSION']}" in ready["message"]
+    assert all(names == [] for names in labelled_objects(api, NS, "old").values())
+    delete_vc(api, NS, "old")

@@ -13,7 +13,6 @@ from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
-from tests.support.k8sbin import versions
 from tests.support.virtualclusters import (
     OperatorProcess,
     condition,
@@ -199,18 +198,3 @@ def test_unsatisfiable_spec_waits_with_a_condition_that_says_why(operator):
     assert vc["status"]["nodesReady"] == "0/5"
     delete_vc(api, NS, "greedy")
 
-
-def test_a_version_without_images_is_refused_naming_the_available_ones(operator):
-    _proc, api = operator
-    create_vc(api, NS, "old", {"kubernetesVersion": "v1.35.9"})
-
-    def refused():
-        ready = condition(get_vc(api, NS, "old"), "Ready")
-        return ready if ready.get("reason") == "UnsupportedVersion" else None
-
-    ready = wait_for(refused, 300, "old to be refused with UnsupportedVersion")
-    assert ready["status"] == "False"
-    assert "v1.35.9" in ready["message"] and f"available: {versions()['KUBERNETES_VERSION']}" in ready["message"]
-    # Refused before anything was written: no pod waits for an image that does not exist.
-    assert labelled_objects(api, NS, "old") == {k: [] for k in EXPECTED}
-    delete_vc(api, NS, "old")
