@@ -197,4 +197,3 @@ def test_unsatisfiable_spec_waits_with_a_condition_that_says_why(operator):
     assert condition(vc, "Ready")["status"] == "False" and vc["status"]["phase"] == "Pending"
     assert vc["status"]["nodesReady"] == "0/5"
     delete_vc(api, NS, "greedy")
-
