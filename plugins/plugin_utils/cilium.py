@@ -91,18 +91,13 @@ def check_port(value, what):
     return int(value)
 
 
-def config_map(tunnel_port=8472, mtu=0, cluster_pod_cidr=None):
+def config_map(tunnel_port=8472, mtu=0):
     data = dict(BASE_CONFIG)
     data["tunnel-port"] = str(check_port(tunnel_port, "tunnel port"))
     if mtu:
         if isinstance(mtu, bool) or not str(mtu).isdigit() or not 1280 <= int(mtu) <= 9000:
             raise ValueError("MTU %r is not between 1280 and 9000" % (mtu,))
         data["mtu"] = str(int(mtu))
-    if cluster_pod_cidr:
-        try:
-            data["ipv4-native-routing-cidr"] = str(ipaddress.IPv4Network(str(cluster_pod_cidr)))
-        except ValueError:
-            raise ValueError("cluster pod CIDR %r is not an IPv4 network" % (cluster_pod_cidr,)) from None
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": CONFIG, "namespace": NAMESPACE},
             "data": data}
 
