@@ -26,7 +26,8 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from kubenest_agent.client import connect_direct  # noqa: E402
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.client import connect_direct  # noqa: E402
+
 from sandbox.machines.config import from_env  # noqa: E402
 from tests.support.virtualclusters import (  # noqa: E402
     OperatorProcess,

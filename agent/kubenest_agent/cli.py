@@ -1,4 +1,5 @@
-"""``kubenest-agent``: serve, issue a development PKI, or talk to an agent."""
+"""``kubenest-agent``: serve, or issue a development PKI. The controller side (client, mux) is in the
+collection, under plugins/plugin_utils/agent."""
 
 from __future__ import annotations
 
@@ -49,19 +50,6 @@ def _certs(args) -> int:
     return 0
 
 
-def _health(args) -> int:
-    from .client import AgentError, connect_direct
-
-    try:
-        with connect_direct(args.host, args.port, ca_file=args.ca, cert_file=args.cert, key_file=args.key,
-                            server_name=args.server_name) as client:
-            print(json.dumps(client.health(), indent=2))
-    except AgentError as exc:
-        print(f"kubenest-agent: {exc}", file=sys.stderr)
-        return 1
-    return 0
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="kubenest-agent", description=__doc__)
     parser.add_argument("--version", action="version", version=f"kubenest-agent {__version__}")
@@ -85,15 +73,6 @@ def main(argv=None) -> int:
     certs.add_argument("--node", required=True, help="node name (certificate CN and DNS SAN)")
     certs.add_argument("--ip", action="append", help="IP SAN for the node (repeatable)")
     certs.set_defaults(func=_certs)
-
-    health = sub.add_parser("health", help="ask an agent for its health over mutual TLS")
-    health.add_argument("host")
-    health.add_argument("--port", type=int, default=7443)
-    health.add_argument("--ca", required=True)
-    health.add_argument("--cert", required=True)
-    health.add_argument("--key", required=True)
-    health.add_argument("--server-name", help="name to verify in the agent's certificate (default: host)")
-    health.set_defaults(func=_health)
 
     args = parser.parse_args(argv)
     return args.func(args)

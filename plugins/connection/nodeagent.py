@@ -180,17 +180,16 @@ from ansible.errors import AnsibleConnectionFailure, AnsibleError, AnsibleFileNo
 from ansible.module_utils.common.text.converters import to_bytes, to_native
 from ansible.plugins.connection import ConnectionBase
 from ansible.utils.display import Display
-
-try:
-    from kubenest_agent.client import AgentClient, UnixFrameTransport
-    from kubenest_agent.errors import AgentConnectionLost, AgentOpError, AgentUnreachable
-    from kubenest_agent.mux_client import connect_or_spawn
-    from kubenest_agent.pipelining import python_module_command
-    from kubenest_agent.protocol import encode
-    from kubenest_agent.tlsconfig import normalize_pins
-    HAS_AGENT_LIB = True
-except ImportError:
-    HAS_AGENT_LIB = False
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.client import AgentClient, UnixFrameTransport
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.errors import (
+    AgentConnectionLost,
+    AgentOpError,
+    AgentUnreachable,
+)
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.mux_client import connect_or_spawn
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.pipelining import python_module_command
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.protocol import encode
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.tls import normalize_pins
 
 display = Display()
 
@@ -212,9 +211,6 @@ class Connection(ConnectionBase):
     def _connect(self):
         if self._connected:
             return self
-        if not HAS_AGENT_LIB:
-            raise AnsibleError("the kosmos.kubenest.nodeagent connection needs the kubenest-agent Python package "
-                               "on the controller (pip install kubenest-agent)")
         host = self.get_option("remote_addr")
         netloc = "[%s]" % host if ":" in host else host
         uri = "wss://%s:%s/" % (netloc, self.get_option("port"))

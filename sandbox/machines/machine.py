@@ -258,7 +258,7 @@ def agent_config(name: str) -> str:
 
 
 def agent_health(ip: str, client_files: dict[str, str]) -> dict:
-    from kubenest_agent.client import connect_direct
+    from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.client import connect_direct
 
     with connect_direct(ip, AGENT_PORT, ca_file=client_files["ca"], cert_file=client_files["cert"],
                         key_file=client_files["key"], open_timeout=3) as client:

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.client import connect_direct
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
-from kubenest_agent.client import connect_direct
 from tests.e2e.conftest import run_python as _run
 from tests.support.http import get_text
 

@@ -12,9 +12,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kubenest_agent.client import connect_direct
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.client import connect_direct
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.errors import AgentError
+
 from kubenest_agent.devpki import ensure_dev_pki
-from kubenest_agent.errors import AgentError
 
 
 def free_port() -> int:
@@ -85,8 +86,8 @@ class AgentProcess:
 
 def shutdown_muxes(control_dir: Path) -> None:
     """Stop every connection helper a test's plays left behind (they would idle out anyway)."""
-    from kubenest_agent.client import AgentClient, UnixFrameTransport
-    from kubenest_agent.protocol import encode
+    from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.client import AgentClient, UnixFrameTransport
+    from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.protocol import encode
 
     for sock_path in Path(control_dir).glob("*.sock"):
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -11,13 +11,13 @@ import sys
 from pathlib import Path
 
 import yaml
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.client import connect_direct
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.errors import AgentUnreachable
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.tls import fingerprint
 from cryptography import x509
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
-from kubenest_agent.client import connect_direct
-from kubenest_agent.errors import AgentUnreachable
-from kubenest_agent.tlsconfig import fingerprint
 from tests.support.virtualclusters import REPO_ROOT, tenant_client
 
 # Files that hold a cluster's credentials on a node.

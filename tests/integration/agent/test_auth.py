@@ -5,10 +5,10 @@ import ssl
 import time
 
 import pytest
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.client import WebSocketTransport
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.errors import AgentUnreachable
 
 from kubenest_agent import devpki
-from kubenest_agent.client import WebSocketTransport
-from kubenest_agent.errors import AgentUnreachable
 
 
 def _issue_client(agent, tmp_path, cn="kubenest-controller", **validity):

@@ -2,7 +2,7 @@
 
 import concurrent.futures
 
-from kubenest_agent.errors import AgentOpError
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.errors import AgentOpError
 
 
 def test_argv_env_cwd_and_stdin(agent, tmp_path):

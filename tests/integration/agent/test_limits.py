@@ -9,9 +9,8 @@ import threading
 import time
 
 import pytest
-
-from kubenest_agent.client import AgentClient
-from kubenest_agent.errors import AgentOpError
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.client import AgentClient
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.errors import AgentOpError
 
 FLOOD_CONNECTIONS = 3000
 WAVE = 300

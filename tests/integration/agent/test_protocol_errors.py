@@ -4,11 +4,16 @@ import json
 import struct
 
 import pytest
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.protocol import (
+    MAX_FRAME,
+    MAX_HEADER,
+    SUBPROTOCOL,
+    decode,
+    encode,
+)
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.tls import client_context
 from websockets.exceptions import ConnectionClosedError
 from websockets.sync.client import connect
-
-from kubenest_agent.protocol import MAX_FRAME, MAX_HEADER, SUBPROTOCOL, decode, encode
-from kubenest_agent.tlsconfig import client_context
 
 
 @pytest.fixture

@@ -5,12 +5,12 @@ import signal
 import time
 
 import pytest
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.errors import AgentUnreachable
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.tls import fingerprint, normalize_pins
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
 from kubenest_agent import devpki
-from kubenest_agent.errors import AgentUnreachable
-from kubenest_agent.tlsconfig import fingerprint, normalize_pins
 from tests.support.agentproc import shutdown_muxes
 from tests.support.playbook import run_playbook, write_inventory, write_play
 

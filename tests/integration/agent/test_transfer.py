@@ -5,9 +5,8 @@ import os
 import stat
 
 import pytest
-
-from kubenest_agent.errors import AgentOpError
-from kubenest_agent.protocol import CHUNK_SIZE, decode, encode
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.errors import AgentOpError
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.protocol import CHUNK_SIZE, decode, encode
 
 
 def _sha(path):

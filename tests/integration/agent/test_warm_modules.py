@@ -74,7 +74,7 @@ def test_non_module_python_payload_runs_cold(env):
 
 def test_runner_request_is_validated(env):
     agent, _control = env
-    from kubenest_agent.errors import AgentOpError
+    from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.errors import AgentOpError
 
     with agent.client() as c, pytest.raises(AgentOpError, match="absolute interpreter"):
         c.exec(argv=["python3"], stdin=b"", runner="python")

@@ -1,6 +1,5 @@
 import pytest
-
-from kubenest_agent.pipelining import python_module_command
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.pipelining import python_module_command
 
 
 @pytest.mark.parametrize(("cmd", "expected"), [

@@ -2,8 +2,12 @@ import json
 import struct
 
 import pytest
-
-from kubenest_agent.protocol import MAX_HEADER, ProtocolError, decode, encode
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.protocol import (
+    MAX_HEADER,
+    ProtocolError,
+    decode,
+    encode,
+)
 
 
 def test_roundtrip_keeps_header_and_payload():

@@ -17,10 +17,21 @@ import struct
 import sys
 import time
 
-from .errors import AgentUnreachable, describe_connect_error
-from .protocol import MAX_FRAME, OPEN_OPS, SUBPROTOCOL, TERMINAL_REPLIES, ProtocolError, decode, encode
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.errors import (
+    AgentUnreachable,
+    describe_connect_error,
+)
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.protocol import (
+    MAX_FRAME,
+    OPEN_OPS,
+    SUBPROTOCOL,
+    TERMINAL_REPLIES,
+    ProtocolError,
+    decode,
+    encode,
+)
 
-log = logging.getLogger("kubenest_agent.mux")
+log = logging.getLogger("kubenest.mux")
 _LEN = struct.Struct(">I")
 
 
@@ -37,9 +48,12 @@ class Mux:
         self.stop = asyncio.Event()
 
     async def connect(self) -> None:
+        from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.tls import (
+            client_context,
+            normalize_pins,
+            pin_mismatch,
+        )
         from websockets.asyncio.client import connect
-
-        from .tlsconfig import client_context, normalize_pins, pin_mismatch
 
         a = self.args
         try:
@@ -210,7 +224,7 @@ def _detach_stdout() -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kubenest_agent.mux")
+    parser = argparse.ArgumentParser(prog="kubenest mux")
     parser.add_argument("--socket", required=True)
     parser.add_argument("--uri", required=True)
     parser.add_argument("--server-name", required=True)

@@ -10,9 +10,21 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .errors import AgentUnreachable
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.errors import AgentUnreachable
 
 SPAWN_TIMEOUT_S = 60
+MUX_MODULE = __name__.rsplit(".", 1)[0] + ".mux"
+
+
+def _mux_env() -> dict[str, str]:
+    """The mux runs as `python -m`, outside Ansible's collection loader: the directory that holds this
+    collection's `ansible_collections` tree goes first on its import path."""
+    depth = __name__.count(".")
+    here = Path(__file__).absolute()
+    env = dict(os.environ)
+    if len(here.parents) > depth and here.parents[depth - 1].name == "ansible_collections":
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (os.fspath(here.parents[depth]), env.get("PYTHONPATH"))))
+    return env
 
 
 def socket_path(mux_dir: str, uri: str, server_name: str, ca: str, cert: str, key: str, pin: str = "") -> Path:
@@ -55,10 +67,10 @@ def connect_or_spawn(*, mux_dir: str, uri: str, server_name: str, ca: str, cert:
         log_path = path.with_suffix(".log")
         with open(log_path, "ab") as log_file:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "kubenest_agent.mux", "--socket", os.fspath(path), "--uri", uri,
+                [sys.executable, "-m", MUX_MODULE, "--socket", os.fspath(path), "--uri", uri,
                  "--server-name", server_name, "--ca", ca, "--cert", cert, "--key", key, "--pin", pin,
                  "--connect-timeout", str(connect_timeout), "--idle-timeout", str(idle_timeout)],
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log_file, close_fds=True,
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log_file, close_fds=True, env=_mux_env(),
                 start_new_session=True)
         line = proc.stdout.readline().decode(errors="replace").strip()
         proc.stdout.close()

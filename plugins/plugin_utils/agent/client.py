@@ -14,8 +14,21 @@ import struct
 import threading
 from dataclasses import dataclass, field
 
-from .errors import AgentConnectionLost, AgentError, AgentOpError, AgentUnreachable, describe_connect_error
-from .protocol import CHUNK_SIZE, MAX_FRAME, SUBPROTOCOL, ProtocolError, decode, encode
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.errors import (
+    AgentConnectionLost,
+    AgentError,
+    AgentOpError,
+    AgentUnreachable,
+    describe_connect_error,
+)
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.protocol import (
+    CHUNK_SIZE,
+    MAX_FRAME,
+    SUBPROTOCOL,
+    ProtocolError,
+    decode,
+    encode,
+)
 
 _LEN = struct.Struct(">I")
 
@@ -72,9 +85,8 @@ class WebSocketTransport:
 
     def __init__(self, uri: str, ssl_context, server_name: str | None, open_timeout: float = 10.0,
                  pins: tuple[str, ...] = ()):
+        from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.tls import pin_mismatch
         from websockets.sync.client import connect
-
-        from .tlsconfig import pin_mismatch
 
         self.where = uri
         try:
@@ -282,8 +294,8 @@ class AgentClient:
 
 def connect_direct(host: str, port: int, *, ca_file: str, cert_file: str, key_file: str,
                    server_name: str | None = None, open_timeout: float = 10.0, pin=()) -> AgentClient:
-    """`pin`: certificate SHA-256s accepted for this agent (see tlsconfig.normalize_pins); none: the CA decides."""
-    from .tlsconfig import client_context, normalize_pins
+    """`pin`: certificate SHA-256s accepted for this agent (see tls.normalize_pins); none: the CA decides."""
+    from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.tls import client_context, normalize_pins
 
     ctx = client_context(ca_file, cert_file, key_file)
     netloc = f"[{host}]" if ":" in host else host

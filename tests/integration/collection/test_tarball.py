@@ -1,0 +1,130 @@
+"""The collection as users get it: the built tarball holds the collection alone, declares the collections it
+uses, and, installed into a clean virtualenv with only the Python packages it declares, drives a real agent
+through its connection plugin with a playbook of the installed collection (not this checkout)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.support.agentproc import AgentProcess, shutdown_muxes
+from tests.support.playbook import write_inventory
+
+REPO = Path(__file__).resolve().parents[3]
+VENV_BIN = Path(sys.executable).parent
+TOP_LEVEL = {"MANIFEST.json", "FILES.json", "README.md", "requirements.txt", "plugins", "roles", "playbooks",
+             "meta", "docs", "changelogs", "deploy"}
+MUST_HOLD = ("plugins/connection/nodeagent.py", "plugins/plugin_utils/agent/mux.py", "requirements.txt",
+             "meta/runtime.yml", "deploy/crds/kosmos.io_virtualclusters.yaml", "playbooks/virtualcluster.yml",
+             "roles/node_promote/meta/argument_specs.yml")
+FQCN = re.compile(r"\b([a-z][a-z0-9_]*)\.([a-z][a-z0-9_]*)\.[a-z][a-z0-9_]*\b")
+
+
+def _clean_env(**extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "PYTHON", "VIRTUAL_ENV"))}
+    return {**env, **extra}
+
+
+@pytest.fixture(scope="module")
+def tarball(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run([str(VENV_BIN / "ansible-galaxy"), "collection", "build", "--output-path", str(out), str(REPO)],
+                   check=True, capture_output=True, text=True, cwd=out, env=_clean_env(PATH=os.environ["PATH"]))
+    return next(out.glob("kosmos-kubenest-*.tar.gz"))
+
+
+def test_the_tarball_holds_the_collection_alone(tarball):
+    with tarfile.open(tarball) as tar:
+        members = [m for m in tar.getmembers() if m.isfile()]
+    names = [m.name for m in members]
+    assert {n.split("/", 1)[0] for n in names} <= TOP_LEVEL, sorted({n.split("/", 1)[0] for n in names} - TOP_LEVEL)
+    leftovers = [n for n in names if "__pycache__" in n or n.endswith((".pyc", ".orig", ".rej", "~", ".log"))]
+    assert not leftovers
+    assert not [n for n in MUST_HOLD if n not in names]
+    print(f"\n{tarball.name}: {tarball.stat().st_size / 1024:.0f} KiB, {len(names)} files")
+
+
+def test_the_declared_collections_are_the_ones_used():
+    """Every collection named by FQCN in roles, playbooks and plugins is declared, and nothing else is."""
+    available = _dev_collections()
+    declared = set(yaml.safe_load((REPO / "galaxy.yml").read_text())["dependencies"])
+    used = set()
+    for path in [*REPO.glob("roles/**/*.yml"), *REPO.glob("playbooks/**/*.yml"), *REPO.glob("plugins/**/*.py")]:
+        text = path.read_text()
+        # Python names its collections by import path; `ansible.utils.x` there is ansible-core's own package
+        candidates = (re.findall(r"ansible_collections\.(\w+)\.(\w+)", text) if path.suffix == ".py"
+                      else FQCN.findall(text))
+        used |= {f"{a}.{b}" for a, b in candidates if (a, b) != ("kosmos", "kubenest") and f"{a}.{b}" in available}
+    assert used == declared
+
+
+def _dev_collections() -> set[str]:
+    root = next((VENV_BIN.parent / "lib").glob("python*/site-packages/ansible_collections"))
+    return {f"{ns.name}.{c.name}" for ns in root.iterdir() if ns.is_dir() for c in ns.iterdir() if c.is_dir()}
+
+
+@pytest.fixture(scope="module")
+def clean_install(tarball, tmp_path_factory) -> dict:
+    """A virtualenv with ansible-core and the collection's declared Python requirements only; the collection
+    from the tarball (--no-deps) and its declared collections copied from the `ansible` package."""
+    root = tmp_path_factory.mktemp("clean")
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, env=_clean_env(PATH=os.environ["PATH"]))
+    core = subprocess.run([str(VENV_BIN / "python"), "-c", "import ansible.release as r; print(r.__version__)"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    colls = root / "collections"
+    env = _clean_env(PATH=f"{venv / 'bin'}:{os.environ['PATH']}", ANSIBLE_COLLECTIONS_PATH=str(colls))
+    subprocess.run([str(venv / "bin/pip"), "install", "-q", f"ansible-core=={core}"], check=True, env=env)
+    subprocess.run([str(venv / "bin/ansible-galaxy"), "collection", "install", "--no-deps", "-p", str(colls),
+                    str(tarball)], check=True, capture_output=True, env=env)
+    installed = colls / "ansible_collections/kosmos/kubenest"
+    subprocess.run([str(venv / "bin/pip"), "install", "-q", "-r", str(installed / "requirements.txt"),
+                    "-c", str(REPO / "constraints.txt")], check=True, env=env)
+    manifest = json.loads((installed / "MANIFEST.json").read_text())
+    source = next((VENV_BIN.parent / "lib").glob("python*/site-packages/ansible_collections"))
+    for name in manifest["collection_info"]["dependencies"]:
+        ns, coll = name.split(".")
+        shutil.copytree(source / ns / coll, colls / "ansible_collections" / ns / coll)
+    return {"venv": venv, "collection": installed, "env": env}
+
+
+def test_the_installed_collection_drives_a_real_agent(clean_install, tmp_path):
+    agent = AgentProcess.with_fresh_pki(tmp_path / "node").start()
+    control = tmp_path / "control"
+    inventory = write_inventory(tmp_path / "inventory.yml", agent)
+    env = {**clean_install["env"], "KUBENEST_AGENT_CONTROL_DIR": str(control),
+           "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json", "ANSIBLE_NOCOLOR": "1"}
+    try:
+        proc = subprocess.run([str(clean_install["venv"] / "bin/ansible-playbook"), "-i", str(inventory),
+                               "kosmos.kubenest.agent_check"], capture_output=True, text=True, env=env,
+                              cwd=tmp_path, timeout=300, check=False)
+    finally:
+        shutdown_muxes(control)
+        agent.stop()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    tasks = json.loads(proc.stdout)["plays"][0]["tasks"]
+    facts = tasks[0]["hosts"]["node1"]["ansible_facts"]
+    assert tasks[1]["hosts"]["node1"]["msg"].startswith(f"node1: Linux {facts['ansible_kernel']}")
+    assert any(e["event"] == "exec" for e in agent.audit_events())
+
+
+def test_the_clean_install_sees_only_the_tarball(clean_install):
+    """The run above used the installed copy: the clean venv has no agent package and no link to this
+    checkout, and the only kosmos.kubenest it knows is the one installed from the tarball."""
+    python = str(clean_install["venv"] / "bin/python")
+    probe = subprocess.run([python, "-c", "import kubenest_agent"], capture_output=True, env=clean_install["env"],
+                           check=False)
+    assert probe.returncode != 0
+    listed = subprocess.run([str(clean_install["venv"] / "bin/ansible-galaxy"), "collection", "list",
+                             "kosmos.kubenest", "--format", "json"], capture_output=True, text=True,
+                            env=clean_install["env"], check=True)
+    assert list(json.loads(listed.stdout)) == [str(clean_install["collection"].parents[1])]
