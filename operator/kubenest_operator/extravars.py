@@ -69,6 +69,8 @@ def build_extravars(body: Mapping[str, Any], state: str, host_kubeconfig: str | 
             "generation": metadata.get("generation"),
             "state": state,
             "spec": desired_spec(body.get("spec")),
+            # What the control plane runs now: a spec without a version keeps it (no upgrade by the collection).
+            "kubernetes_version": (plain(body.get("status") or {})).get("kubernetesVersion"),
         },
     })
     # The node running the operator is never promoted (in-cluster, NODE_NAME comes from the downward API).

@@ -193,7 +193,8 @@ async def _complete(ctx: Context, body: kopf.Body, run: Run, retry: int, logger:
     await ctx.api.patch_virtualcluster_status(namespace, name, st.succeeded(
         generation=generation, endpoint=str(endpoint) if endpoint else None, nodes=nodes, wanted=wanted,
         secret_name=secret_name, secret_key=secret_key, progress=run.progress(), phase=phase, message=message,
-        waiting_since=node_queue.waiting_since(plain(body.get("status") or {}), phase)))
+        waiting_since=node_queue.waiting_since(plain(body.get("status") or {}), phase),
+        kubernetes_version=str(result["kubernetesVersion"]) if result.get("kubernetesVersion") else None))
     note = str(result.get("nodesNote") or "").strip()
     if note:
         nodes_condition = (*nodes_condition[:2], f"{nodes_condition[2]}; {note}")

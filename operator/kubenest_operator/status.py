@@ -71,11 +71,13 @@ def node_entries(reported: Sequence[Any]) -> list[dict[str, Any]]:
 
 def succeeded(*, generation: int | None, endpoint: str | None, nodes: Sequence[Mapping[str, Any]], wanted: int,
               secret_name: str, secret_key: str, progress: dict[str, Any], phase: str = COMPLETED,
-              message: str | None = None, waiting_since: str | None = None) -> dict[str, Any]:
+              message: str | None = None, waiting_since: str | None = None,
+              kubernetes_version: str | None = None) -> dict[str, Any]:
     ready = sum(1 for node in nodes if node.get("ready"))
     return _patch(
         phase=phase, reason=None, message=message, observedGeneration=generation, waitingSince=waiting_since,
-        endpoint=endpoint, nodes=[dict(node) for node in nodes], nodeCount=len(nodes),
+        endpoint=endpoint, kubernetesVersion=kubernetes_version, nodes=[dict(node) for node in nodes],
+        nodeCount=len(nodes),
         nodesReady=f"{ready}/{wanted}",
         kubeconfigSecretRef={"name": secret_name, "key": secret_key},
         # The finished run's count becomes the next run's estimate of tasksTotal.

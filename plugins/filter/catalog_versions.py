@@ -30,7 +30,7 @@ options:
 EXAMPLES = r"""
 - name: Versions with images
   ansible.builtin.debug:
-    msg: "{{ 'kubenest.local' | kosmos.kubenest.catalog_versions('/var/cache/kubenest/images/v1.36.3') }}"
+    msg: "{{ 'kubenest.local' | kosmos.kubenest.catalog_versions(kubenest_images_dir) }}"
 """
 
 RETURN = r"""

@@ -29,8 +29,11 @@ EXAMPLES = r"""
   kubernetes.core.k8s:
     apply: true
     definition: >-
-      {{ {'agent_image': 'kubenest.local/cilium:v1.20.2', 'operator_image': 'kubenest.local/cilium-operator:v1.20.2',
+      {{ {'agent_image': 'kubenest.local/cilium:' ~ cilium_version,
+          'operator_image': 'kubenest.local/cilium-operator:' ~ cilium_version,
           'api_host': '198.18.0.11', 'api_port': 31443} | kosmos.kubenest.cilium_manifests }}
+  vars:
+    cilium_version: "{{ lookup('kosmos.kubenest.pinned_version', 'cilium') }}"
 """
 
 RETURN = r"""

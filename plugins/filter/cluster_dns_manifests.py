@@ -21,18 +21,21 @@ options:
     required: true
   settings:
     description:
-      - C(cluster_domain), C(image), C(upstream) (IP addresses or C(/etc/resolv.conf); empty answers
+      - C(image) (required), C(cluster_domain), C(upstream) (IP addresses or C(/etc/resolv.conf); empty answers
         NXDOMAIN for names outside the cluster), C(nodes) (schedulable nodes now), C(replicas) (at most,
         one per node), C(labels) and C(resources).
     type: dict
-    default: {}
+    required: true
 """
 
 EXAMPLES = r"""
 - name: Cluster DNS
   kubernetes.core.k8s:
     apply: true
-    definition: "{{ '10.96.0.0/12' | kosmos.kubenest.cluster_dns_manifests({'nodes': 3, 'upstream': []}) }}"
+    definition: >-
+      {{ '10.96.0.0/12' | kosmos.kubenest.cluster_dns_manifests({
+           'image': 'kubenest.local/coredns:' ~ lookup('kosmos.kubenest.pinned_version', 'coredns')[1:],
+           'nodes': 3, 'upstream': []}) }}
 """
 
 RETURN = r"""
@@ -54,6 +57,8 @@ def cluster_dns_manifests(service_cidr, settings=None):
     try:
         if unknown:
             raise ValueError("unknown settings %s" % ", ".join(unknown))
+        if not settings.get("image"):
+            raise ValueError("settings need an image, such as registry.example.com/coredns:<tag>")
         return manifests(service_cidr, **settings)
     except (TypeError, ValueError) as exc:
         raise AnsibleFilterError("[kubenest:permanent:InvalidRequest] cluster DNS: %s" % exc) from None

@@ -43,8 +43,9 @@ EXAMPLES = r"""
   kubernetes.core.k8s:
     apply: true
     definition: >-
-      {{ 'etcd' | kosmos.kubenest.hosted_manifest(kubenest_vc, {'image': 'kubenest.local/etcd:v3.6.16',
-         'advertise_ip': '10.96.0.20'}) }}
+      {{ 'etcd' | kosmos.kubenest.hosted_manifest(kubenest_vc, {
+           'image': 'kubenest.local/etcd:' ~ lookup('kosmos.kubenest.pinned_version', 'etcd'),
+           'advertise_ip': '10.96.0.20'}) }}
 """
 
 RETURN = r"""

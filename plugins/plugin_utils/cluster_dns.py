@@ -102,7 +102,7 @@ def replicas_for(nodes, wanted):
     return max(1, min(int(wanted), int(nodes)))
 
 
-def manifests(service_cidr, cluster_domain="cluster.local", image="kubenest.local/coredns:1.15.0", upstream=(),
+def manifests(service_cidr, image, cluster_domain="cluster.local", upstream=(),
               nodes=1, replicas=2, labels=None, resources=None):
     """Every object of the cluster's DNS, in the order they can be applied."""
     image = check_image(image)

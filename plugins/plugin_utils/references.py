@@ -56,13 +56,13 @@ def check_image(value):
     repository, _sep, tag = value.rpartition(":") if isinstance(value, str) else ("", "", "")
     if "/" in tag or not _matches(IMAGE_TAG, tag) or not _matches(IMAGE_REPOSITORY, repository) \
             or len(repository) > IMAGE_REPOSITORY_MAX + 64:
-        raise InvalidValue("image must be a reference like registry.example.com/etcd:v3.6.16, got %r" % (value,))
+        raise InvalidValue("image must be a reference like registry.example.com/etcd:<tag>, got %r" % (value,))
     return value
 
 
 def check_kubernetes_version(value):
     if not _matches(KUBERNETES_VERSION, value):
-        raise InvalidValue("kubernetesVersion must look like v1.36.3, got %r" % (value,))
+        raise InvalidValue("kubernetesVersion must look like v1.<minor>.<patch>, got %r" % (value,))
     return value
 
 

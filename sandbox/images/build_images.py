@@ -27,7 +27,6 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PROGRAMS = Path(__file__).resolve().parent  # Go programs of our own: pause, echo
 REGISTRY = "kubenest.local"
-PAUSE_TAG = "3.10"
 ECHO_TAG = "1.0"
 EPOCH = "1970-01-01T00:00:00Z"
 GZIP_LEVEL = 6
@@ -381,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         sys.exit(f"error: missing binaries {missing}; run `make k8s` first")
     args.out.mkdir(parents=True, exist_ok=True)
-    specs.append(ImageSpec("pause", PAUSE_TAG, build_program("pause", args.out / "pause-bin")))
+    specs.append(ImageSpec("pause", versions["PAUSE_VERSION"], build_program("pause", args.out / "pause-bin")))
     specs.append(ImageSpec("echo", ECHO_TAG, build_program("echo", args.out / "echo-bin")))
     coredns = versions["COREDNS_VERSION"]
     specs.append(ImageSpec("coredns", coredns.removeprefix("v"), build_coredns(coredns, args.out / "coredns-bin")))

@@ -10,6 +10,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from tests.support import k8sbin
 from tests.support.hostfs import HostPathGuard, remove_cgroup_tree, unmount_below
 from tests.support.procs import ManagedProcess, StartStop, wait_until
 
@@ -81,8 +82,8 @@ def _pids_with_args(*args: str) -> list[int]:
 class PrivateContainerd(StartStop):
     """containerd with everything under one temp dir; stop() removes containers, shims, mounts and the dir."""
 
-    def __init__(self, sandbox_image: str = "kubenest.local/pause:3.10", startup_timeout: float = 30):
-        self.sandbox_image = sandbox_image
+    def __init__(self, sandbox_image: str | None = None, startup_timeout: float = 30):
+        self.sandbox_image = sandbox_image or k8sbin.pause_image()
         self.startup_timeout = startup_timeout
         self.workdir: Path | None = None
         self.process: ManagedProcess | None = None

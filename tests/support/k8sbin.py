@@ -18,6 +18,10 @@ def versions() -> dict[str, str]:
     return pins
 
 
+def pause_image() -> str:
+    return f"kubenest.local/pause:{versions()['PAUSE_VERSION']}"
+
+
 def cache_dir() -> Path:
     return Path(os.environ.get("KUBENEST_CACHE") or Path.home() / ".cache" / "kubenest")
 

@@ -21,9 +21,10 @@ from tests.support.playbook import write_inventory
 
 REPO = Path(__file__).resolve().parents[3]
 VENV_BIN = Path(sys.executable).parent
-TOP_LEVEL = {"MANIFEST.json", "FILES.json", "README.md", "requirements.txt", "plugins", "roles", "playbooks",
-             "meta", "docs", "changelogs", "deploy"}
-MUST_HOLD = ("plugins/connection/nodeagent.py", "plugins/plugin_utils/agent/mux.py", "requirements.txt",
+TOP_LEVEL = {"MANIFEST.json", "FILES.json", "README.md", "requirements.txt", "versions.env", "plugins", "roles",
+             "playbooks", "meta", "docs", "changelogs", "deploy"}
+MUST_HOLD = ("versions.env", "plugins/connection/nodeagent.py", "plugins/plugin_utils/agent/mux.py",
+             "requirements.txt",
              "meta/runtime.yml", "deploy/crds/kosmos.io_virtualclusters.yaml", "playbooks/virtualcluster.yml",
              "roles/node_promote/meta/argument_specs.yml")
 FQCN = re.compile(r"\b([a-z][a-z0-9_]*)\.([a-z][a-z0-9_]*)\.[a-z][a-z0-9_]*\b")
@@ -46,7 +47,7 @@ def test_the_tarball_holds_the_collection_alone(tarball):
     with tarfile.open(tarball) as tar:
         members = [m for m in tar.getmembers() if m.isfile()]
     names = [m.name for m in members]
-    assert {n.split("/", 1)[0] for n in names} <= TOP_LEVEL, sorted({n.split("/", 1)[0] for n in names} - TOP_LEVEL)
+    assert {n.split("/", 1)[0] for n in names} == TOP_LEVEL
     leftovers = [n for n in names if "__pycache__" in n or n.endswith((".pyc", ".orig", ".rej", "~", ".log"))]
     assert not leftovers
     assert not [n for n in MUST_HOLD if n not in names]

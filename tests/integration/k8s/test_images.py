@@ -65,7 +65,7 @@ def test_layer_holds_binary_and_minimal_userland(oci_images, name):
 def test_archives_are_reproducible(tmp_path, oci_images):
     builder = load_builder()
     pause_binary = oci_images["pause"]["path"].parent / "pause-bin" / "pause"
-    spec = builder.ImageSpec("pause", builder.PAUSE_TAG, pause_binary)
+    spec = builder.ImageSpec("pause", k8sbin.versions()["PAUSE_VERSION"], pause_binary)
     digests = []
     for attempt in ("first", "second"):
         (tmp_path / attempt).mkdir()

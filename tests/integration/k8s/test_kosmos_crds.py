@@ -59,7 +59,8 @@ def _vc(name, spec):
 def test_seed_example_is_accepted_verbatim_and_defaulted(kosmos):
     created = _create(kosmos, yaml.safe_load(SEED))
     assert created["spec"]["externalIP"] == "192.168.0.1"
-    assert created["spec"]["kubernetesVersion"] == "v1.36.3"
+    # no default in the schema: the version comes from versions.env through the playbook, once, then sticks
+    assert "kubernetesVersion" not in created["spec"]
     assert created["spec"]["imageRepository"] == "kubenest.local"
 
 
@@ -111,7 +112,7 @@ def test_status_is_a_subresource_and_printer_columns_exist(kosmos, api_client):
     assert got["status"]["phase"] == "Preparing" and created["metadata"]["name"] == "status-check"
     crd = kubernetes.client.ApiextensionsV1Api(api_client).read_custom_resource_definition("virtualclusters.kosmos.io")
     columns = [c.name for c in crd.spec.versions[0].additional_printer_columns]
-    assert columns == ["Phase", "Ready", "Endpoint", "Nodes", "Age"]
+    assert columns == ["Phase", "Ready", "Endpoint", "Version", "Nodes", "Age"]
     assert crd.spec.names.short_names == ["vc"]
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import k8sbin
 from tests.support.hostfs import cgroup_v1_hierarchies, host_uses_cgroup_v1
 from tests.support.kubelet import CRI_NAMESPACE, FIXED_HOST_PATHS, StandaloneKubelet
 
@@ -22,7 +23,7 @@ pytestmark = [
     pytest.mark.skipif(Path("/var/lib/kubelet/device-plugins/kubelet.sock").exists(),
                        reason="a kubelet already runs on this host"),
 ]
-PAUSE_IMAGE = "kubenest.local/pause:3.10"
+PAUSE_IMAGE = k8sbin.pause_image()
 REFUSAL = "kubelet is configured to not run on a host using cgroup v1"
 
 

@@ -8,6 +8,8 @@ from ansible_collections.kosmos.kubenest.plugins.filter.cluster_dns_ip import cl
 from ansible_collections.kosmos.kubenest.plugins.filter.cluster_dns_manifests import cluster_dns_manifests
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils import cluster_dns
 
+IMAGE = "registry.example.com/coredns:1.2.3"
+
 
 def _by_kind(objects):
     return {obj["kind"]: obj for obj in objects}
@@ -17,7 +19,7 @@ def _by_kind(objects):
                                           ("10.100.0.0/24", "10.100.0.10"), ("fd00:10:96::/108", "fd00:10:96::a")])
 def test_dns_address_is_the_tenth_of_the_service_range(cidr, ip):
     assert cluster_dns_ip(cidr) == ip
-    service = _by_kind(cluster_dns_manifests(cidr))["Service"]
+    service = _by_kind(cluster_dns_manifests(cidr, {"image": IMAGE}))["Service"]
     assert service["spec"]["clusterIP"] == ip
 
 
@@ -45,14 +47,14 @@ def test_upstream_resolvers_are_forwarded_to_with_loop_detection():
                                     "a" * 64 + ".local", "cluster.local # x", ""])
 def test_hostile_or_malformed_domains_are_refused(domain):
     with pytest.raises(AnsibleFilterError, match="cluster domain"):
-        cluster_dns_manifests("10.96.0.0/12", {"cluster_domain": domain})
+        cluster_dns_manifests("10.96.0.0/12", {"image": IMAGE, "cluster_domain": domain})
 
 
 @pytest.mark.parametrize("upstream", ["8.8.8.8 }\n. { whoami", "dns.example.com", "10.0.0.1:99999", "10.0.0.1:",
                                       "/etc/hosts", "tls://1.1.1.1", "[10.0.0.1]", "fd00::1:53x"])
 def test_hostile_or_malformed_upstreams_are_refused(upstream):
     with pytest.raises(AnsibleFilterError, match="upstream resolver"):
-        cluster_dns_manifests("10.96.0.0/12", {"upstream": [upstream]})
+        cluster_dns_manifests("10.96.0.0/12", {"image": IMAGE, "upstream": [upstream]})
 
 
 def test_hostile_images_are_refused():
@@ -60,14 +62,19 @@ def test_hostile_images_are_refused():
         cluster_dns_manifests("10.96.0.0/12", {"image": "kubenest.local/coredns:1\n  hostNetwork: true"})
 
 
+def test_the_image_is_required():
+    with pytest.raises(AnsibleFilterError, match="settings need an image"):
+        cluster_dns_manifests("10.96.0.0/12", {"upstream": []})
+
+
 def test_unknown_settings_are_named():
     with pytest.raises(AnsibleFilterError, match="unknown settings replica"):
-        cluster_dns_manifests("10.96.0.0/12", {"replica": 2})
+        cluster_dns_manifests("10.96.0.0/12", {"image": IMAGE, "replica": 2})
 
 
 @pytest.mark.parametrize(("nodes", "replicas"), [(0, 1), (1, 1), (2, 2), (7, 2)])
 def test_replicas_follow_the_nodes_so_the_required_anti_affinity_can_be_met(nodes, replicas):
-    objects = _by_kind(cluster_dns_manifests("10.96.0.0/12", {"nodes": nodes}))
+    objects = _by_kind(cluster_dns_manifests("10.96.0.0/12", {"image": IMAGE, "nodes": nodes}))
     deployment = objects["Deployment"]
     assert deployment["spec"]["replicas"] == replicas
     terms = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][
@@ -80,7 +87,7 @@ def test_replicas_follow_the_nodes_so_the_required_anti_affinity_can_be_met(node
 
 
 def test_objects_are_complete_and_the_corefile_is_the_one_mounted():
-    objects = cluster_dns_manifests("10.96.0.0/12", {"labels": {"team": "dns"}, "upstream": []})
+    objects = cluster_dns_manifests("10.96.0.0/12", {"image": IMAGE, "labels": {"team": "dns"}, "upstream": []})
     assert [o["kind"] for o in objects] == ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap",
                                             "Deployment", "Service", "PodDisruptionBudget"]
     for obj in objects:
@@ -90,7 +97,7 @@ def test_objects_are_complete_and_the_corefile_is_the_one_mounted():
     pod = kinds["Deployment"]["spec"]["template"]["spec"]
     container = pod["containers"][0]
     assert pod["dnsPolicy"] == "Default" and pod["serviceAccountName"] == "coredns"
-    assert container["image"] == "kubenest.local/coredns:1.15.0"
+    assert container["image"] == IMAGE
     assert container["readinessProbe"]["httpGet"]["port"] == cluster_dns.READY_PORT
     assert container["securityContext"]["capabilities"] == {"add": ["NET_BIND_SERVICE"], "drop": ["ALL"]}
     assert kinds["ConfigMap"]["data"]["Corefile"] == cluster_dns.corefile("cluster.local", [])

@@ -18,7 +18,7 @@ BODY = {
                  "finalizers": ["kubenest.kosmos.io/finalizer"]},
     "spec": {"externalIP": "192.0.2.1", "kubeconfig": "c2VjcmV0",
              "promotePolicies": [{"labelSelector": {"matchLabels": {"zone": "a"}}, "nodeCount": 2}]},
-    "status": {"phase": "Completed"},
+    "status": {"phase": "Completed", "kubernetesVersion": "v1.35.1"},
 }
 
 
@@ -30,6 +30,7 @@ def test_extravars_carry_identity_state_and_spec_without_the_kubeconfig():
             "namespace": "tenants", "name": "vc1", "uid": "4b1e-uid", "generation": 3, "state": "present",
             "spec": {"externalIP": "192.0.2.1",
                      "promotePolicies": [{"labelSelector": {"matchLabels": {"zone": "a"}}, "nodeCount": 2}]},
+            "kubernetes_version": "v1.35.1",
         },
     }
     assert "c2VjcmV0" not in repr(extravars)
@@ -56,6 +57,9 @@ def test_empty_or_missing_spec():
     assert desired_spec({"kubeconfig": "x"}) == {}
     assert build_extravars({"metadata": {"namespace": "a", "name": "b"}}, "present", None)["virtualcluster"][
         "spec"] == {}
+    # a new virtual cluster runs no version yet: the playbook takes the collection's pin
+    assert build_extravars({"metadata": {"namespace": "a", "name": "b"}}, "present", None)["virtualcluster"][
+        "kubernetes_version"] is None
 
 
 def test_unknown_state_is_refused():

@@ -6,7 +6,7 @@ from kubenest_operator import status as st
 from kubenest_operator.progress import Progress
 
 OWNED = {"phase", "message", "reason", "observedGeneration", "endpoint", "nodes", "nodeCount", "nodesReady",
-         "kubeconfigSecretRef", "progress", "waitingSince"}
+         "kubeconfigSecretRef", "progress", "waitingSince", "kubernetesVersion"}
 
 
 def progress(**kw) -> dict:
@@ -34,13 +34,14 @@ def test_success_records_the_result_and_makes_this_run_the_next_estimate():
                              "junk", {"ip": "no-name"}])
     patch = st.succeeded(generation=4, endpoint="https://192.0.2.1:31443", nodes=nodes, wanted=2,
                          secret_name="vc1-admin-kubeconfig", secret_key="kubeconfig",
-                         progress=progress(role="etcd", task="last", done=17, total=12))
+                         progress=progress(role="etcd", task="last", done=17, total=12), kubernetes_version="v1.36.3")
     status = patch["status"]
     assert set(status) <= OWNED
     assert status["phase"] == "Completed" and status["reason"] is None and status["message"] is None
     assert status["observedGeneration"] == 4 and status["nodeCount"] == 2 and status["nodesReady"] == "1/2"
     assert status["nodes"] == [{"name": "n1", "ip": "198.18.0.12", "ready": True}, {"name": "n2", "ready": False}]
     assert status["kubeconfigSecretRef"] == {"name": "vc1-admin-kubeconfig", "key": "kubeconfig"}
+    assert status["kubernetesVersion"] == "v1.36.3"
     assert status["progress"]["tasksTotal"] == 17 and status["progress"]["currentTask"] is None
 
 
