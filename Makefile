@@ -61,7 +61,7 @@ lint: ruff ansible-lint sanity
 unit: install
 	$(PYTEST) tests/unit
 
-integration: install k8s
+integration: install k8s cilium
 	$(PYTEST) tests/integration
 
 e2e: install

@@ -150,7 +150,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     # Imported for their kopf handlers, registered on kopf's default registry.
-    from . import activities, cert_renewal, globalnodes, handlers, node_health, spec_kubeconfig  # noqa: F401
+    from . import (  # noqa: F401
+        activities,
+        cert_renewal,
+        control_plane_health,
+        globalnodes,
+        handlers,
+        node_health,
+        spec_kubeconfig,
+    )
     from .context import Context
     from .peering import claim_priority, own_identity
 

@@ -31,7 +31,7 @@ def workloads(name: str) -> list[tuple[str, str]]:
         ("Deployment", f"{name}-{component}") for component in ("apiserver", "controller-manager", "scheduler")]
 
 
-def _workload_problem(client: kubernetes.client.ApiClient, namespace: str, kind: str, name: str) -> str | None:
+def workload_problem(client: kubernetes.client.ApiClient, namespace: str, kind: str, name: str) -> str | None:
     apps = kubernetes.client.AppsV1Api(client)
     read = apps.read_namespaced_stateful_set if kind == "StatefulSet" else apps.read_namespaced_deployment
     try:
@@ -67,7 +67,7 @@ async def reason_to_run(ctx: Context, body: kopf.Body) -> str | None:
     namespace, name = body.metadata.namespace, body.metadata.name
     client = ctx.api.client
     for kind, workload in workloads(name):
-        problem = await asyncio.to_thread(_workload_problem, client, namespace, kind, workload)
+        problem = await asyncio.to_thread(workload_problem, client, namespace, kind, workload)
         if problem:
             return problem
     ref = status.get("kubeconfigSecretRef") or {}

@@ -36,6 +36,7 @@ class Run:
     tracker: RunTracker
     outcome: RunOutcome
     playbook: str
+    aborted_for_deletion: bool = False
 
     def progress(self) -> dict[str, Any]:
         return st.progress_fields(self.run_id, self.playbook, self.started_at, self.tracker.snapshot())
@@ -90,6 +91,24 @@ async def _set_ready(ctx: Context, body: kopf.Body, status: str, reason: str, me
         st.conditions_apply_body(body.metadata.namespace, body.metadata.name, conditions))
 
 
+async def _abort_when_deleted(ctx: Context, namespace: str, name: str, abort: asyncio.Event,
+                              logger: logging.Logger) -> None:
+    """Set `abort` once the VirtualCluster is being deleted. kopf hands the deletion to the delete handler only
+    after this object's running handler returns, so a create stuck on a pod that never starts would hold the
+    deletion until its run gave up on its own."""
+    while not abort.is_set():
+        await asyncio.sleep(ctx.config.progress_interval)
+        try:
+            current = await ctx.api.get_virtualcluster(namespace, name)
+        except ApiException as exc:
+            if not is_status(exc, 404):
+                continue
+            current = {"metadata": {"deletionTimestamp": "gone"}}
+        if (current.get("metadata") or {}).get("deletionTimestamp"):
+            logger.info("deletion requested: ending the running create so the teardown can start")
+            abort.set()
+
+
 @contextlib.asynccontextmanager
 async def runner_slot(ctx: Context, body: kopf.Body) -> AsyncIterator[None]:
     """A run slot, held from the run's start until its outcome is in the status."""
@@ -121,24 +140,28 @@ async def execute(ctx: Context, body: kopf.Body, state: str, phase: str, logger:
         await _set_ready(ctx, body, "Unknown", "Reconciling", "the first run is in progress",
                          body.metadata.get("generation"))
     logger.info(f"run {run_id}: {playbook} with state {state}")
-    stop = asyncio.Event()
+    stop, abort = asyncio.Event(), asyncio.Event()
     reporter = asyncio.create_task(
         _report_progress(ctx, namespace, name, run_id, started_at, tracker, stop, logger))
+    watcher = (asyncio.create_task(_abort_when_deleted(ctx, namespace, name, abort, logger))
+               if state == "present" else None)
     try:
         site_vars = ctx.agent_identity.site_vars(load_site_vars(ctx.config.site_vars), logger)
         extravars = build_extravars(body, state, ctx.config.kubeconfig, site_vars, ctx.config.allowed_registries)
         if state == "present" and "node_promote_queue" not in extravars:
             extravars["node_promote_queue"] = await node_queue.queue_for(ctx, body, logger)
-        outcome = await ctx.runner.run(playbook, run_id, extravars, tracker)
+        outcome = await ctx.runner.run(playbook, run_id, extravars, tracker, abort=abort)
     except Exception as exc:  # the run could not even start (e.g. no space for its directory)
         logger.error(f"run {run_id} could not run: {summarize(exc)}")
         outcome = RunOutcome(run_id, "error", None, 0.0)
         tracker.note(summarize(f"could not run {playbook}: {exc}"))
     finally:
         stop.set()
+        if watcher is not None:
+            watcher.cancel()
         await reporter
     logger.info(f"run {run_id}: {outcome.status} after {outcome.seconds:.1f}s")
-    return Run(run_id, started_at, tracker, outcome, playbook)
+    return Run(run_id, started_at, tracker, outcome, playbook, aborted_for_deletion=abort.is_set())
 
 
 async def _retry_later(ctx: Context, body: kopf.Body, run: Run, retry: int, message: str, reason: str,
@@ -254,6 +277,9 @@ async def _converge(ctx: Context, body: kopf.Body, phase: str, retry: int, logge
     generation = body.metadata.get("generation")
     started = time.monotonic()
     run = await execute(ctx, body, "present", phase, logger)
+    if run.aborted_for_deletion and not run.outcome.ok:
+        logger.info(f"run {run.run_id} ended for the deletion; the delete handler takes over")
+        return
     if run.outcome.ok:
         observed = await _complete(ctx, body, run, retry, logger)
         try:

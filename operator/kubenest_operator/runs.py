@@ -217,11 +217,20 @@ class PlaybookRunner:
                                                               thread_name_prefix="runner")
 
     async def run(self, playbook: str, run_id: str, extravars: dict[str, Any],
-                  event_handler: Callable[[dict[str, Any]], bool]) -> RunOutcome:
+                  event_handler: Callable[[dict[str, Any]], bool], abort: asyncio.Event | None = None) -> RunOutcome:
+        """One run; setting `abort` ends it early (ansible-runner's status is then `canceled`)."""
         cancel = threading.Event()
         future = asyncio.get_running_loop().run_in_executor(
             self.executor, self._run_blocking, playbook, run_id, extravars, event_handler, cancel)
         try:
+            if abort is not None:
+                aborted = asyncio.ensure_future(abort.wait())
+                try:
+                    await asyncio.wait({future, aborted}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    aborted.cancel()
+                if abort.is_set() and not future.done():
+                    cancel.set()
             return await asyncio.shield(future)
         except asyncio.CancelledError:
             # The operator is stopping: end ansible-playbook too instead of leaving it running unattended.

@@ -13,6 +13,7 @@ from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
+from tests.support.k8sbin import versions as pinned_versions
 from tests.support.virtualclusters import (
     OperatorProcess,
     condition,
@@ -91,6 +92,11 @@ def test_virtual_cluster_becomes_ready_and_the_tenant_can_use_it(operator):
     names = {ns.metadata.name for ns in core.list_namespace().items}
     assert names == {"default", "kube-node-lease", "kube-public", "kube-system", "team-a"}
     assert _counts(api, "alpha") == EXPECTED
+    # Components start in order (etcd, the API server, then the controllers): none of them had to restart.
+    pods = k8s.CoreV1Api(api).list_namespaced_pod(NS, label_selector="kosmos.io/virtualcluster=alpha").items
+    restarts = {p.metadata.name: sum(c.restart_count for c in p.status.container_statuses or []) for p in pods}
+    assert restarts and not any(restarts.values()), restarts
+    assert vc["status"]["kubernetesVersion"] == pinned_versions()["KUBERNETES_VERSION"]
 
 
 def test_no_run_artifact_and_no_status_holds_key_material(operator):

@@ -169,6 +169,22 @@ def test_delete_runs_the_playbook_and_releases_the_finalizer(kube, operators):
     assert kube.labelled("ConfigMap", ns, "zeta") == [] and kube.labelled("Secret", ns, "zeta") == []
 
 
+def test_deleting_during_a_stuck_create_cancels_it_and_tears_down(kube, operators):
+    # A create whose first step takes ten minutes, as one waiting for a pod that can never start.
+    ns = kube.new_namespace(sleep=600)
+    operator = operators.start("operator", "--namespace", ns)
+    kube.create_vc(ns, "stuck", {})
+    wait_until(lambda: "with state present" in operator.log(), 60, "the create run started")
+    kube.set_control(ns, sleep=0)  # read by the next run only: the teardown is quick
+    kube.delete_vc(ns, "stuck")
+    # far less than the create would take: it was cancelled, not waited for
+    wait_for_vc(kube, ns, "stuck", lambda vc: vc is None, COMPLETED, "stuck gone", operator)
+    assert "deletion requested: ending the running create" in operator.log()
+    assert re.search(r"run \S+: canceled after", operator.log())
+    assert kube.runs(ns, "stuck") == {"present": 1, "absent": 1}
+    assert kube.labelled("ConfigMap", ns, "stuck") == [] and kube.labelled("Secret", ns, "stuck") == []
+
+
 def run_windows_by_id(log: str) -> dict[str, tuple[datetime.datetime, datetime.datetime]]:
     """(start, end) of every run by run id, from the operator's log lines "run <id>: ... with state" and
     "run <id>: ... after"."""

@@ -1,0 +1,100 @@
+"""A tenant control plane that breaks after its virtual cluster turned Ready.
+
+Runs report the control plane when they end; between runs nothing would look, and Ready would stay True
+while etcd or the apiserver is gone. A daemon per VirtualCluster looks every --resync-interval while the
+virtual cluster is Completed (or degraded by what an earlier look found):
+
+- a workload that is not ready (a deleted or crashing pod, which its controller replaces) sets Ready=False,
+  reason ControlPlaneDegraded, and Ready comes back when it recovers;
+- a workload or the admin kubeconfig that is gone is repaired by a playbook run, as a spec change would be.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import kopf
+from kubernetes.client.rest import ApiException
+
+from . import drift
+from . import status as st
+from .context import Context
+from .errors import summarize
+from .extravars import plain
+from .handlers import _converge, _set_ready, runner_slot
+from .kube import GROUP, VERSION, VIRTUALCLUSTERS
+
+# The Ready reason of a look, as opposed to the reasons runs give: only what a look set, a look undoes.
+DEGRADED = "ControlPlaneDegraded"
+
+
+async def problems(ctx: Context, body: kopf.Body) -> tuple[list[str], bool]:
+    """What is wrong with the control plane now, and whether a run is needed to repair it."""
+    namespace, name = body.metadata.namespace, body.metadata.name
+    found, repair = [], False
+    for kind, workload in drift.workloads(name):
+        problem = await asyncio.to_thread(drift.workload_problem, ctx.api.client, namespace, kind, workload)
+        if problem:
+            found.append(problem)
+            repair = repair or problem.endswith("is missing")
+    ref = plain(body.get("status") or {}).get("kubeconfigSecretRef") or {}
+    if ref.get("name") and not (await ctx.api.read_secret_data(namespace, ref["name"])).get(ref.get("key", "")):
+        found.append("the admin kubeconfig is missing")
+        repair = True
+    return found, repair
+
+
+async def look(ctx: Context, body: kopf.Body, logger: logging.Logger) -> str:
+    """One look: "healthy", "degraded", "recovered", "repaired" or "skipped"."""
+    status = plain(body.get("status") or {})
+    ready = next((c for c in status.get("conditions") or [] if c.get("type") == st.READY), {})
+    ours = ready.get("reason") == DEGRADED
+    if not status.get("kubeconfigSecretRef") or not (status.get("phase") == st.COMPLETED or ours):
+        return "skipped"  # not built yet, or a run is (or will be) reporting
+    generation = status.get("observedGeneration")
+    found, repair = await problems(ctx, body)
+    if not found:
+        if not ours:
+            return "healthy"
+        logger.info("control plane recovered")
+        await ctx.api.patch_virtualcluster_status(body.metadata.namespace, body.metadata.name,
+                                                  {"status": {"phase": st.COMPLETED, "message": None}})
+        await _set_ready(ctx, body, "True", "Reconciled", "control plane recovered", generation)
+        return "recovered"
+    message = "; ".join(found)
+    if not ours or ready.get("message") != message:
+        logger.warning(f"control plane degraded: {message}")
+        await _set_ready(ctx, body, "False", DEGRADED, message, generation)
+    if not repair:
+        return "degraded"
+    logger.info(f"repairing: {message}")
+    async with ctx.locks.hold(body.metadata.namespace, body.metadata.name), runner_slot(ctx, body):
+        fresh = kopf.Body(await ctx.api.get_virtualcluster(body.metadata.namespace, body.metadata.name))
+        if fresh.metadata.get("deletionTimestamp"):
+            return "skipped"
+        try:
+            await _converge(ctx, fresh, st.UPDATING, 0, logger)
+        except (kopf.TemporaryError, kopf.PermanentError) as exc:
+            logger.warning(f"repair run failed, looking again later: {summarize(exc)}")
+    return "repaired"
+
+
+@kopf.daemon(GROUP, VERSION, VIRTUALCLUSTERS, cancellation_timeout=10)
+async def follow_control_plane(name: str, namespace: str, memo: kopf.Memo, stopped: kopf.DaemonStopped,
+                               logger: logging.Logger, **_: Any) -> None:
+    ctx: Context = memo.ctx
+    while not stopped:
+        await stopped.wait(ctx.config.resync_interval)
+        if stopped:
+            return
+        try:
+            body = kopf.Body(await ctx.api.get_virtualcluster(namespace, name))
+            if body.metadata.get("deletionTimestamp"):
+                return
+            await look(ctx, body, logger)
+        except ApiException as exc:
+            if exc.status == 404:
+                return
+            logger.debug(f"could not look at the control plane: HTTP {exc.status}")
