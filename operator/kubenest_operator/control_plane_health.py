@@ -6,13 +6,15 @@ virtual cluster is Completed (or degraded by what an earlier look found):
 
 - a workload that is not ready (a deleted or crashing pod, which its controller replaces) sets Ready=False,
   reason ControlPlaneDegraded, and Ready comes back when it recovers;
-- a workload or the admin kubeconfig that is gone is repaired by a playbook run, as a spec change would be.
+- a workload or the admin kubeconfig that is gone is repaired by a playbook run, as a spec change would be;
+  a repair that did not help is tried again only after a growing pause, never in a loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 import kopf
@@ -21,7 +23,7 @@ from kubernetes.client.rest import ApiException
 from . import drift
 from . import status as st
 from .context import Context
-from .errors import summarize
+from .errors import backoff, summarize
 from .extravars import plain
 from .handlers import _converge, _set_ready, runner_slot
 from .kube import GROUP, VERSION, VIRTUALCLUSTERS
@@ -46,7 +48,7 @@ async def problems(ctx: Context, body: kopf.Body) -> tuple[list[str], bool]:
     return found, repair
 
 
-async def look(ctx: Context, body: kopf.Body, logger: logging.Logger) -> str:
+async def look(ctx: Context, body: kopf.Body, logger: logging.Logger, may_repair: bool = True) -> str:
     """One look: "healthy", "degraded", "recovered", "repaired" or "skipped"."""
     status = plain(body.get("status") or {})
     ready = next((c for c in status.get("conditions") or [] if c.get("type") == st.READY), {})
@@ -67,7 +69,7 @@ async def look(ctx: Context, body: kopf.Body, logger: logging.Logger) -> str:
     if not ours or ready.get("message") != message:
         logger.warning(f"control plane degraded: {message}")
         await _set_ready(ctx, body, "False", DEGRADED, message, generation)
-    if not repair:
+    if not repair or not may_repair:
         return "degraded"
     logger.info(f"repairing: {message}")
     async with ctx.locks.hold(body.metadata.namespace, body.metadata.name), runner_slot(ctx, body):
@@ -85,6 +87,7 @@ async def look(ctx: Context, body: kopf.Body, logger: logging.Logger) -> str:
 async def follow_control_plane(name: str, namespace: str, memo: kopf.Memo, stopped: kopf.DaemonStopped,
                                logger: logging.Logger, **_: Any) -> None:
     ctx: Context = memo.ctx
+    repairs, repair_after = 0, 0.0
     while not stopped:
         await stopped.wait(ctx.config.resync_interval)
         if stopped:
@@ -93,7 +96,13 @@ async def follow_control_plane(name: str, namespace: str, memo: kopf.Memo, stopp
             body = kopf.Body(await ctx.api.get_virtualcluster(namespace, name))
             if body.metadata.get("deletionTimestamp"):
                 return
-            await look(ctx, body, logger)
+            outcome = await look(ctx, body, logger, may_repair=time.monotonic() >= repair_after)
+            if outcome == "repaired":
+                repairs += 1
+                repair_after = time.monotonic() + backoff(repairs, ctx.config.resync_interval,
+                                                          ctx.config.backoff_max)
+            elif outcome in ("healthy", "recovered"):
+                repairs, repair_after = 0, 0.0
         except ApiException as exc:
             if exc.status == 404:
                 return

@@ -129,3 +129,31 @@ def test_the_clean_install_sees_only_the_tarball(clean_install):
                              "kosmos.kubenest", "--format", "json"], capture_output=True, text=True,
                             env=clean_install["env"], check=True)
     assert list(json.loads(listed.stdout)) == [str(clean_install["collection"].parents[1])]
+
+
+def test_ansible_builder_reads_the_collections_python_requirements(clean_install):
+    """What an execution environment build installs for the collection: meta/execution-environment.yml."""
+    colls = clean_install["collection"].parents[2]
+    proc = subprocess.run([str(VENV_BIN / "ansible-builder"), "introspect", str(colls)], capture_output=True,
+                          text=True, check=True, env=_clean_env(PATH=os.environ["PATH"]))
+    found = yaml.safe_load(proc.stdout.split("---", 1)[1])["python"]
+    ours = sorted(line.split("#")[0].strip() for line in found if line.endswith("# from collection kosmos.kubenest"))
+    declared = sorted(line.strip() for line in (REPO / "requirements.txt").read_text().splitlines()
+                      if line.strip() and not line.startswith("#"))
+    assert ours == declared
+
+
+def test_the_awx_execution_environment_definition_builds_a_context(tarball, tmp_path):
+    awx = tmp_path / "awx"
+    shutil.copytree(REPO / "awx", awx)
+    shutil.copy(tarball, awx)
+    proc = subprocess.run([str(VENV_BIN / "ansible-builder"), "create", "-f", str(awx / "execution-environment.yml"),
+                           "--context", str(tmp_path / "context")], capture_output=True, text=True, check=False,
+                          env=_clean_env(PATH=os.environ["PATH"]))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    context = tmp_path / "context"
+    assert (context / "_build/collections" / tarball.name).is_file()
+    containerfile = next(p for p in (context / "Containerfile", context / "Dockerfile") if p.exists()).read_text()
+    assert "collection install --no-deps -p /usr/share/ansible/collections" in containerfile
+    wanted = {c["name"] for c in yaml.safe_load((context / "_build/requirements.yml").read_text())["collections"]}
+    assert wanted == set(yaml.safe_load((REPO / "galaxy.yml").read_text())["dependencies"])
