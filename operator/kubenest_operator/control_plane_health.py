@@ -18,7 +18,6 @@ import time
 from typing import Any
 
 import kopf
-from kubernetes.client.rest import ApiException
 
 from . import drift
 from . import status as st
@@ -27,6 +26,7 @@ from .errors import backoff, summarize
 from .extravars import plain
 from .handlers import _converge, _set_ready, runner_slot
 from .kube import GROUP, VERSION, VIRTUALCLUSTERS
+from .resync import every_resync
 
 # The Ready reason of a look, as opposed to the reasons runs give: only what a look set, a look undoes.
 DEGRADED = "ControlPlaneDegraded"
@@ -88,22 +88,14 @@ async def follow_control_plane(name: str, namespace: str, memo: kopf.Memo, stopp
                                logger: logging.Logger, **_: Any) -> None:
     ctx: Context = memo.ctx
     repairs, repair_after = 0, 0.0
-    while not stopped:
-        await stopped.wait(ctx.config.resync_interval)
-        if stopped:
-            return
-        try:
-            body = kopf.Body(await ctx.api.get_virtualcluster(namespace, name))
-            if body.metadata.get("deletionTimestamp"):
-                return
-            outcome = await look(ctx, body, logger, may_repair=time.monotonic() >= repair_after)
-            if outcome == "repaired":
-                repairs += 1
-                repair_after = time.monotonic() + backoff(repairs, ctx.config.resync_interval,
-                                                          ctx.config.backoff_max)
-            elif outcome in ("healthy", "recovered"):
-                repairs, repair_after = 0, 0.0
-        except ApiException as exc:
-            if exc.status == 404:
-                return
-            logger.debug(f"could not look at the control plane: HTTP {exc.status}")
+
+    async def paced_look(body: kopf.Body) -> None:
+        nonlocal repairs, repair_after
+        outcome = await look(ctx, body, logger, may_repair=time.monotonic() >= repair_after)
+        if outcome == "repaired":
+            repairs += 1
+            repair_after = time.monotonic() + backoff(repairs, ctx.config.resync_interval, ctx.config.backoff_max)
+        elif outcome in ("healthy", "recovered"):
+            repairs, repair_after = 0, 0.0
+
+    await every_resync(ctx, namespace, name, stopped, logger, "the control plane", paced_look)

@@ -14,7 +14,6 @@ import logging
 from typing import Any
 
 import kopf
-from kubernetes.client.rest import ApiException
 
 from . import status as st
 from .context import Context
@@ -22,6 +21,7 @@ from .extravars import plain
 from .handlers import _set_ready
 from .kube import GROUP, VERSION, VIRTUALCLUSTERS
 from .kube import tenant_nodes_ready as _tenant_ready
+from .resync import every_resync
 
 # The NodesReady reason of a look, as opposed to the reasons runs give: only what a look set, a look undoes.
 NODE_NOT_READY = "NodeNotReady"
@@ -80,18 +80,4 @@ async def look(ctx: Context, body: kopf.Body, logger: logging.Logger) -> bool:
 async def follow_nodes(name: str, namespace: str, memo: kopf.Memo, stopped: kopf.DaemonStopped,
                        logger: logging.Logger, **_: Any) -> None:
     ctx: Context = memo.ctx
-    while not stopped:
-        await stopped.wait(ctx.config.resync_interval)
-        if stopped:
-            return
-        try:
-            body = kopf.Body(await ctx.api.get_virtualcluster(namespace, name))
-            if body.metadata.get("deletionTimestamp"):
-                return
-            await look(ctx, body, logger)
-        except ApiException as exc:
-            if exc.status == 404:
-                return
-            logger.debug(f"could not look at the nodes: HTTP {exc.status}")
-        except Exception as exc:  # the tenant API unreachable, a broken kubeconfig: look again later
-            logger.debug(f"could not look at the nodes: {type(exc).__name__}: {exc}")
+    await every_resync(ctx, namespace, name, stopped, logger, "the nodes", lambda body: look(ctx, body, logger))
