@@ -11,6 +11,9 @@ PERMANENT_MARKER = re.compile(r"\[kubenest:permanent:([A-Za-z][A-Za-z0-9]{0,127}
 # The node_promote role names the step at which a node's promotion or return failed:
 #   [kubenest:step:Kubelet] promoting kn-w1 failed at step Kubelet and was rolled back: ...
 STEP_MARKER = re.compile(r"\[kubenest:step:([A-Za-z][A-Za-z0-9]{0,63})\]")
+# kosmos.kubenest.workload_rollout names the reason a pod cannot start:
+#   StatefulSet tenants/vc1-etcd cannot come up: pod vc1-etcd-0: ImagePullBackOff: Back-off pulling image ...
+POD_MARKER = re.compile(r"cannot come up: pod [a-z0-9][-a-z0-9.]*: ([A-Z][A-Za-z]{0,63}): ")
 MESSAGE_LIMIT = 512
 
 
@@ -36,8 +39,12 @@ def parse_permanent(message: object) -> Permanent | None:
 
 
 def failure_reason(message: str, default: str) -> str:
-    """Condition reason for a failed run: NodeStepFailed when a node's promotion or return names its step."""
-    return "NodeStepFailed" if STEP_MARKER.search(message) else default
+    """Condition reason for a failed run: NodeStepFailed when a node's promotion or return names its step,
+    the pod's own reason (ImagePullBackOff, CrashLoopBackOff, Unschedulable ...) when one could not start."""
+    if STEP_MARKER.search(message):
+        return "NodeStepFailed"
+    pod = POD_MARKER.search(message)
+    return pod.group(1) if pod else default
 
 
 def failure_messages(res: object) -> list[str]:

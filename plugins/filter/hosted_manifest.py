@@ -27,8 +27,9 @@ options:
     required: true
   settings:
     description:
-      - The component's settings. C(etcd) takes C(image), C(advertise_ip), C(storage_class), C(storage_size),
-        C(quota_backend_bytes) and C(resources) (requests and limits).
+      - The component's settings. C(etcd) takes C(image), C(advertise_ip), C(storage_class) (empty for the
+        host's default StorageClass), C(storage_size), C(ephemeral) (data in an emptyDir instead of a volume
+        claim), C(quota_backend_bytes) and C(resources) (requests and limits).
       - The others take C(image_repository) and C(version); C(apiserver) also C(etcd_endpoint), C(service_cidr)
         and C(cluster_domain); C(controller-manager) also C(service_cidr), C(pod_cidr) and C(node_cidr_mask).
       - All take C(node_selector) and C(tolerations); the others take C(resources) by component name, and
@@ -80,7 +81,8 @@ def hosted_manifest(component, vc, settings):
     try:
         if component == "etcd":
             return etcd_statefulset(vc, **_pick(settings, ("image", "advertise_ip", "storage_class",
-                                                           "storage_size", "quota_backend_bytes") + PLACEMENT))
+                                                           "storage_size", "ephemeral", "quota_backend_bytes")
+                                                    + PLACEMENT))
         if component not in COMPONENTS:
             raise ValueError("unknown component %r; one of etcd, %s" % (component, ", ".join(COMPONENTS)))
         build, keys = COMPONENTS[component]

@@ -21,7 +21,9 @@ PKI = "/etc/etcd/pki"
 
 
 def etcd_statefulset(vc, image, advertise_ip, node_selector=None, tolerations=None, storage_class="",
-                     storage_size="2Gi", quota_backend_bytes=2 * 1024 ** 3, resources=None):
+                     storage_size="2Gi", quota_backend_bytes=2 * 1024 ** 3, resources=None, ephemeral=False):
+    """Data on a PersistentVolumeClaim of `storage_class` (empty: the host's default class), so that a new pod
+    finds the member's data; `ephemeral` keeps it in an emptyDir instead, lost with the pod."""
     vc = VirtualClusterRef(vc)
     advertise_ip = check_ip("etcd's service address", advertise_ip)
     name = "%s-etcd" % vc.name
@@ -63,18 +65,17 @@ def etcd_statefulset(vc, image, advertise_ip, node_selector=None, tolerations=No
     pod["containers"] = [container]
     pod["volumes"] = [secret_volume("pki", "%s-etcd-pki" % vc.name, ["ca.crt", "server.crt", "server.key"])]
     extra = {"serviceName": name}
-    if storage_class:
-        # The claims go with the StatefulSet (which goes with the VirtualCluster): no tenant data left behind.
-        extra["persistentVolumeClaimRetentionPolicy"] = {"whenDeleted": "Delete", "whenScaled": "Retain"}
-        extra["volumeClaimTemplates"] = [{
-            "metadata": {"name": "data"},
-            "spec": {"accessModes": ["ReadWriteOnce"],
-                     "storageClassName": check_name("etcd's storage class", storage_class, max_length=253,
-                                                    pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"),
-                     "resources": {"requests": {"storage": str(storage_size)}}},
-        }]
-    else:
+    if ephemeral:
         # The quota plus room for the write-ahead log and snapshots; beyond it the kubelet evicts the pod.
         pod["volumes"].append({"name": "data", "emptyDir": {"sizeLimit": "%dMi" % (
             int(quota_backend_bytes) * 3 // 2 // 1024 ** 2 + 512)}})
+    else:
+        claim = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": str(storage_size)}}}
+        if storage_class:
+            claim["storageClassName"] = check_name("etcd's storage class", storage_class, max_length=253,
+                                                   pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+        # The claims go with the StatefulSet (which goes with the VirtualCluster): no tenant data left behind.
+        extra["persistentVolumeClaimRetentionPolicy"] = {"whenDeleted": "Delete", "whenScaled": "Retain"}
+        extra["volumeClaimTemplates"] = [{"metadata": {"name": "data", "labels": vc.component_labels("etcd")},
+                                          "spec": claim}]
     return workload("StatefulSet", vc, name, "etcd", pod, extra_spec=extra)

@@ -13,6 +13,7 @@ from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
+from sandbox.operator import write_site_vars
 from tests.support.k8sbin import versions as pinned_versions
 from tests.support.virtualclusters import (
     OperatorProcess,
@@ -30,7 +31,9 @@ from tests.support.virtualclusters import (
 )
 
 NS = "kubenest-e2e-vc"
-EXPECTED = {"Deployment": 3, "StatefulSet": 1, "Service": 2, "Secret": 4, "NetworkPolicy": 3, "Pod": 4}
+EXPECTED = {"Deployment": 3, "StatefulSet": 1, "Service": 2, "Secret": 4, "NetworkPolicy": 3, "Pod": 4,
+            "PersistentVolumeClaim": 1}
+POOL = "/var/lib/kubenest/volumes"  # kosmos.kubenest.local_volumes on the control-plane machine
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +44,9 @@ def operator(host_cluster, tmp_path_factory):
     with sandbox_operator_paused():  # one operator at a time
         ensure_namespace(api, NS)
         log_dir = tmp_path_factory.mktemp("operator")
-        proc = OperatorProcess(kubeconfig, log_dir, "--runs-dir", str(log_dir / "runs")).start()
+        # The site variables give runs the agent credentials, which wiping a released etcd volume needs.
+        proc = OperatorProcess(kubeconfig, log_dir, "--runs-dir", str(log_dir / "runs"), "--site-vars",
+                               str(write_site_vars(sb.state_dir))).start()
         proc.runs_dir = log_dir / "runs"
         yield proc, api
         leftovers = k8s.CustomObjectsApi(api).list_namespaced_custom_object("kosmos.io", "v1alpha1", NS,
@@ -150,6 +155,52 @@ def test_two_virtual_clusters_side_by_side_are_isolated(operator, host_cluster):
     assert k8s.CoreV1Api(beta_api).list_node().items == []
 
 
+def _etcd_volume(api, name):
+    """The local volume that holds a virtual cluster's etcd data: (PersistentVolume, node, path)."""
+    claim = k8s.CoreV1Api(api).read_namespaced_persistent_volume_claim(f"data-{name}-etcd-0", NS)
+    assert claim.status.phase == "Bound"
+    volume = k8s.CoreV1Api(api).read_persistent_volume(claim.spec.volume_name)
+    assert volume.spec.local.path.startswith(POOL + "/vol-")
+    return volume, volume.metadata.labels["kosmos.io/local-volume-node"], volume.spec.local.path
+
+
+def test_etcd_keeps_the_tenant_state_when_its_pod_is_deleted(operator, host_cluster):
+    sb, api = host_cluster
+    _proc, _ = operator
+    alpha = get_vc(api, NS, "alpha") or wait_ready(api, NS, "alpha")
+    volume, node, path = _etcd_volume(api, "alpha")
+    data_dir = sb.machine_dir(node) / "rootfs" / path.lstrip("/")
+    assert (data_dir / "data" / "member").is_dir()  # etcd writes into the pool directory
+    core = k8s.CoreV1Api(api)
+    before = core.read_namespaced_pod("alpha-etcd-0", NS)
+    core.delete_namespaced_pod("alpha-etcd-0", NS)
+
+    def serving_again():
+        try:
+            pod = core.read_namespaced_pod("alpha-etcd-0", NS)
+        except ApiException:
+            return None
+        ready = any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
+        return pod if pod.metadata.uid != before.metadata.uid and ready else None
+
+    after = wait_for(serving_again, 300, "a new alpha-etcd-0 to be ready")
+    assert after.spec.node_name == node
+    tenant, _config = tenant_client(alpha, api)
+
+    def tenant_state():
+        try:
+            names = {ns.metadata.name for ns in k8s.CoreV1Api(tenant).list_namespace(_request_timeout=10).items}
+            return names, k8s.AppsV1Api(tenant).read_namespaced_deployment("web", "team-a", _request_timeout=10)
+        except (ApiException, HTTPError, OSError):
+            return None
+
+    names, web = wait_for(tenant_state, 120, "alpha's API server to answer from the new etcd member")
+    assert "team-a" in names and web.metadata.name == "web"
+    assert k8s.ApiextensionsV1Api(tenant).read_custom_resource_definition("gadgets.tenant.example")
+    assert _etcd_volume(api, "alpha")[0].metadata.uid == volume.metadata.uid
+    wait_ready(api, NS, "alpha")
+
+
 def test_operator_killed_mid_reconcile_recovers_without_duplicates(operator):
     proc, api = operator
     create_vc(api, NS, "gamma", {})
@@ -162,12 +213,41 @@ def test_operator_killed_mid_reconcile_recovers_without_duplicates(operator):
     assert _counts(api, "gamma") == EXPECTED
 
 
-def test_delete_leaves_nothing_labelled(operator):
+def test_delete_leaves_nothing_labelled_and_wipes_the_etcd_volume(operator, host_cluster):
+    sb, _api = host_cluster
     _proc, api = operator
     wait_ready(api, NS, "gamma")
+    volume, node, path = _etcd_volume(api, "gamma")
+    data_dir = sb.machine_dir(node) / "rootfs" / path.lstrip("/")
+    assert any(data_dir.iterdir())
     seconds = delete_vc(api, NS, "gamma")
     print(f"\ngamma deleted in {seconds:.0f}s")
     assert labelled_objects(api, NS, "gamma") == {k: [] for k in EXPECTED}
+    # The volume is wiped and offered again: the next claim starts empty.
+    again = wait_for(lambda: (lambda pv: pv if pv.status.phase == "Available" else None)(
+        k8s.CoreV1Api(api).read_persistent_volume(volume.metadata.name)), 60, "the volume to be available")
+    assert again.spec.claim_ref is None
+    assert data_dir.is_dir() and not any(data_dir.iterdir())
+    assert data_dir.stat().st_mode & 0o777 == 0o700
+
+
+def test_a_control_plane_that_cannot_start_fails_fast_with_the_pods_reason(operator):
+    _proc, api = operator
+    started = time.monotonic()
+    # A repository without images: no catalog to refuse it beforehand, so the kubelet finds out.
+    create_vc(api, NS, "unpullable", {"imageRepository": "kubenest.local/absent"})
+
+    def failing():
+        ready = condition(get_vc(api, NS, "unpullable"), "Ready")
+        return ready if ready.get("reason") == "ImagePullBackOff" else None
+
+    ready = wait_for(failing, 300, "unpullable to fail with ImagePullBackOff")
+    print(f"\nunpullable reported ImagePullBackOff after {time.monotonic() - started:.0f}s")
+    assert ready["status"] == "False"
+    assert "pod unpullable-etcd-0: ImagePullBackOff" in ready["message"]
+    assert "kubenest.local/absent/etcd" in ready["message"]
+    delete_vc(api, NS, "unpullable")
+    assert labelled_objects(api, NS, "unpullable") == {k: [] for k in EXPECTED}
 
 
 def test_bad_spec_is_refused_at_admission(host_cluster):

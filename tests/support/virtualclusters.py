@@ -150,6 +150,8 @@ def labelled_objects(api, namespace: str, name: str) -> dict[str, list[str]]:
         "NetworkPolicy": lambda: k8s.NetworkingV1Api(api).list_namespaced_network_policy(namespace,
                                                                                          label_selector=selector),
         "Pod": lambda: k8s.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=selector),
+        "PersistentVolumeClaim": lambda: k8s.CoreV1Api(api).list_namespaced_persistent_volume_claim(
+            namespace, label_selector=selector),
     }
     return {kind: sorted(o.metadata.name for o in lister().items) for kind, lister in dyn.items()}
 

@@ -67,6 +67,10 @@ def can_i(api_client, verb, resource, namespace=None, group="", subresource=None
     ("create", "secrets", "kubenest-system", "", True),      # node stash
     ("patch", "nodes", None, "", True),                       # promotion
     ("patch", "globalnodes", None, "kosmos.io", True),
+    ("patch", "persistentvolumes", None, "", True),           # a wiped local volume offered again
+    ("create", "persistentvolumes", None, "", False),         # no volume pointing at a path of its choice
+    ("list", "storageclasses", None, "storage.k8s.io", True),
+    ("delete", "persistentvolumeclaims", "kube-system", "", False),
     ("create", "deployments", "elsewhere", "apps", False),    # not a namespace it serves
     ("get", "secrets", "elsewhere", "", False),
     ("create", "deployments", "kube-system", "apps", False),

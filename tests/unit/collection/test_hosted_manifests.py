@@ -102,7 +102,7 @@ def test_label_and_owner_values_stay_in_their_field(value):
 
 def test_every_container_has_its_requests_and_limits_and_etcd_a_quota():
     settings = dict(SETTINGS, resources={"limits": {"memory": "1Gi"}, "requests": {"cpu": "100m"}},
-                    quota_backend_bytes=1024 ** 3)
+                    quota_backend_bytes=1024 ** 3, ephemeral=True)
     etcd = hosted_manifest("etcd", VC, settings)
     (container,) = etcd["spec"]["template"]["spec"]["containers"]
     assert container["resources"] == {"limits": {"memory": "1Gi"}, "requests": {"cpu": "100m"}}
@@ -119,13 +119,29 @@ def test_every_container_has_its_requests_and_limits_and_etcd_a_quota():
         hosted_manifest("etcd", VC, dict(SETTINGS, resources={"limit": {}}))
 
 
-def test_persistent_etcd_gets_a_claim_template_instead_of_an_empty_dir():
+def test_etcd_data_is_on_a_claim_of_the_default_class_unless_told_otherwise():
+    manifest = hosted_manifest("etcd", VC, SETTINGS)
+    (claim,) = manifest["spec"]["volumeClaimTemplates"]
+    assert "storageClassName" not in claim["spec"]
+    assert claim["metadata"]["labels"]["app.kubernetes.io/component"] == "etcd"
+    assert claim["metadata"]["labels"].items() >= VC["labels"].items()
+    assert manifest["spec"]["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Delete"
+    assert all(v["name"] != "data" for v in manifest["spec"]["template"]["spec"]["volumes"])
+
     manifest = hosted_manifest("etcd", VC, dict(SETTINGS, storage_class="fast", storage_size="5Gi"))
     (claim,) = manifest["spec"]["volumeClaimTemplates"]
     assert claim["spec"]["storageClassName"] == "fast"
     assert claim["spec"]["resources"]["requests"]["storage"] == "5Gi"
-    assert manifest["spec"]["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Delete"
-    assert all(v["name"] != "data" for v in manifest["spec"]["template"]["spec"]["volumes"])
+
+    ephemeral = hosted_manifest("etcd", VC, dict(SETTINGS, ephemeral=True, storage_class="fast"))
+    assert "volumeClaimTemplates" not in ephemeral["spec"]
+    assert any("emptyDir" in v for v in ephemeral["spec"]["template"]["spec"]["volumes"])
+
+
+@pytest.mark.parametrize("value", ["Fast", "fast class", "a" * 254, "fast\nx: y"])
+def test_a_bad_storage_class_is_refused(value):
+    with pytest.raises(AnsibleFilterError, match="storage class"):
+        hosted_manifest("etcd", VC, dict(SETTINGS, storage_class=value))
 
 
 def test_an_unknown_component_is_refused():

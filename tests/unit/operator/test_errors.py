@@ -56,3 +56,10 @@ def test_a_failed_node_step_gets_its_own_reason():
     assert failure_reason(message, "RunFailed") == "NodeStepFailed"
     assert failure_reason("task 'x' failed on a host: [kubenest:step:] nothing", "RunFailed") == "RunFailed"
     assert failure_reason("playbook failed (rc 2)", "DeleteFailed") == "DeleteFailed"
+
+
+def test_a_pod_that_cannot_start_gives_its_own_reason():
+    message = ("task 'Wait until etcd is ready' failed on localhost: StatefulSet tenants/vc1-etcd cannot come up: "
+               "pod vc1-etcd-0: ImagePullBackOff: Back-off pulling image \"kubenest.local/absent/etcd:v3\"")
+    assert failure_reason(message, "RunFailed") == "ImagePullBackOff"
+    assert failure_reason("cannot come up: pod x: lowercase: no", "RunFailed") == "RunFailed"

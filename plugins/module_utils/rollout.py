@@ -1,0 +1,63 @@
+# Copyright: (c) kosmos.kubenest contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Whether a Deployment or StatefulSet is rolled out, and what keeps its pods from starting (plain dicts)."""
+
+from __future__ import annotations
+
+# Waiting reasons that no amount of waiting cures: the image, or the pod's own configuration, is wrong.
+STUCK_WAITING = ("ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError",
+                 "ErrImageNeverPull")
+MESSAGE_LIMIT = 300
+
+
+def rolled_out(workload):
+    """The controller has seen the latest spec, every replica runs it and is ready (available, for a
+    Deployment); no pod of an older template still answers."""
+    if not workload:
+        return False
+    spec, status = workload.get("spec") or {}, workload.get("status") or {}
+    wanted = spec.get("replicas", 1)
+    if status.get("observedGeneration", 0) < (workload.get("metadata") or {}).get("generation", 0):
+        return False
+    if workload.get("kind") == "StatefulSet":
+        current = status.get("updateRevision") and status.get("currentRevision") == status.get("updateRevision")
+        return status.get("readyReplicas", 0) >= wanted and bool(current or status.get("updatedReplicas", 0)
+                                                                  >= wanted)
+    return (status.get("availableReplicas", 0) >= wanted and status.get("updatedReplicas", 0) == wanted
+            and status.get("replicas", 0) == wanted)
+
+
+def _short(text):
+    line = " ".join(str(text or "").split())
+    return line if len(line) <= MESSAGE_LIMIT else line[:MESSAGE_LIMIT - 1] + "…"
+
+
+def pod_problem(pod, crash_restarts=2, unschedulable_after=15.0, now=None, since=None):
+    """The reason a pod cannot start, as `Reason: message`, or None while it may still come up.
+
+    Unschedulable counts once it has lasted `unschedulable_after` seconds (`since`: when it was first seen;
+    a node may be joining); a crash loop once a container restarted `crash_restarts` times."""
+    status = pod.get("status") or {}
+    blocked = unschedulable(pod)
+    if blocked and since is not None and now is not None and now - since >= unschedulable_after:
+        return "Unschedulable: %s" % _short(blocked.get("message"))
+    for container in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        reason = waiting.get("reason")
+        if reason in STUCK_WAITING:
+            return "%s: %s" % (reason, _short(waiting.get("message") or container.get("image")))
+        if reason == "CrashLoopBackOff" and container.get("restartCount", 0) >= crash_restarts:
+            last = (container.get("lastState") or {}).get("terminated") or {}
+            detail = last.get("message") or last.get("reason") or "exit code %s" % last.get("exitCode", "?")
+            return "CrashLoopBackOff: container %s restarted %d times (%s)" % (
+                container.get("name"), container.get("restartCount", 0), _short(detail))
+    return None
+
+
+def unschedulable(pod):
+    """The pod's PodScheduled condition when the scheduler found no place for it, else None."""
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if (cond.get("type"), cond.get("status"), cond.get("reason")) == ("PodScheduled", "False", "Unschedulable"):
+            return cond
+    return None

@@ -1,0 +1,65 @@
+"""When a workload counts as rolled out, and which pod states end the wait at once."""
+
+from __future__ import annotations
+
+import pytest
+from ansible_collections.kosmos.kubenest.plugins.module_utils.rollout import pod_problem, rolled_out
+
+
+def workload(kind="Deployment", generation=2, wanted=1, **status):
+    return {"kind": kind, "metadata": {"generation": generation}, "spec": {"replicas": wanted},
+            "status": dict({"observedGeneration": generation}, **status)}
+
+
+def test_a_deployment_is_rolled_out_when_every_replica_is_new_and_available():
+    assert rolled_out(workload(availableReplicas=1, updatedReplicas=1, replicas=1))
+    assert not rolled_out(workload(availableReplicas=1, updatedReplicas=1, replicas=2))  # an old pod still runs
+    assert not rolled_out(workload(availableReplicas=0, updatedReplicas=1, replicas=1))
+    stale = workload(availableReplicas=1, updatedReplicas=1, replicas=1)
+    stale["status"]["observedGeneration"] = 1
+    assert not rolled_out(stale)
+    assert not rolled_out(None)
+
+
+def test_a_statefulset_is_rolled_out_when_its_replicas_are_ready_on_the_current_revision():
+    assert rolled_out(workload("StatefulSet", readyReplicas=1, currentRevision="a", updateRevision="a"))
+    assert not rolled_out(workload("StatefulSet", readyReplicas=0, currentRevision="a", updateRevision="a"))
+    assert not rolled_out(workload("StatefulSet", readyReplicas=1, currentRevision="a", updateRevision="b",
+                                   updatedReplicas=0))
+
+
+def waiting(reason, restarts=0, message="m"):
+    return {"status": {"containerStatuses": [{"name": "etcd", "image": "r/etcd:1", "restartCount": restarts,
+                                              "state": {"waiting": {"reason": reason, "message": message}},
+                                              "lastState": {"terminated": {"exitCode": 2}}}]}}
+
+
+@pytest.mark.parametrize("reason", ["ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError",
+                                    "CreateContainerError", "ErrImageNeverPull"])
+def test_waiting_reasons_that_waiting_cannot_cure_end_the_wait(reason):
+    assert pod_problem(waiting(reason, message="back-off pulling")) == f"{reason}: back-off pulling"
+
+
+@pytest.mark.parametrize("reason", ["ContainerCreating", "PodInitializing", "ErrImagePull"])
+def test_passing_states_do_not(reason):
+    assert pod_problem(waiting(reason)) is None
+
+
+def test_a_crash_loop_counts_after_the_allowed_restarts():
+    assert pod_problem(waiting("CrashLoopBackOff", restarts=1)) is None
+    assert pod_problem(waiting("CrashLoopBackOff", restarts=2)) == \
+        "CrashLoopBackOff: container etcd restarted 2 times (exit code 2)"
+
+
+def test_unschedulable_counts_once_it_lasted():
+    pod = {"status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                      "message": "0/4 nodes are available: 1 node(s) didn't find available "
+                                                 "persistent volumes to bind."}]}}
+    assert pod_problem(pod, unschedulable_after=15, now=110.0, since=100.0) is None
+    assert pod_problem(pod, unschedulable_after=15, now=115.0, since=100.0).startswith(
+        "Unschedulable: 0/4 nodes are available: 1 node(s) didn't find available persistent volumes")
+    assert pod_problem(pod) is None  # no time seen yet
+
+
+def test_long_messages_are_cut():
+    assert len(pod_problem(waiting("ImagePullBackOff", message="x " * 400))) < 330
