@@ -80,9 +80,8 @@ def hosted_manifest(component, vc, settings):
     settings = dict(settings or {})
     try:
         if component == "etcd":
-            return etcd_statefulset(vc, **_pick(settings, ("image", "advertise_ip", "storage_class",
-                                                           "storage_size", "ephemeral", "quota_backend_bytes")
-                                                    + PLACEMENT))
+            keys = ("image", "advertise_ip", "storage_class", "storage_size", "ephemeral", "quota_backend_bytes")
+            return etcd_statefulset(vc, **_pick(settings, keys + PLACEMENT))
         if component not in COMPONENTS:
             raise ValueError("unknown component %r; one of etcd, %s" % (component, ", ".join(COMPONENTS)))
         build, keys = COMPONENTS[component]

@@ -22,8 +22,8 @@ def rolled_out(workload):
         return False
     if workload.get("kind") == "StatefulSet":
         current = status.get("updateRevision") and status.get("currentRevision") == status.get("updateRevision")
-        return status.get("readyReplicas", 0) >= wanted and bool(current or status.get("updatedReplicas", 0)
-                                                                  >= wanted)
+        updated = current or status.get("updatedReplicas", 0) >= wanted
+        return status.get("readyReplicas", 0) >= wanted and bool(updated)
     return (status.get("availableReplicas", 0) >= wanted and status.get("updatedReplicas", 0) == wanted
             and status.get("replicas", 0) == wanted)
 

@@ -72,7 +72,7 @@ rolled_out:
   returned: always
   type: bool
 problem:
-  description: Why a pod cannot start (C(Reason: message)), when that ended the wait.
+  description: Why a pod cannot start, as the pod's reason and message, when that ended the wait.
   returned: failure
   type: str
 pod:

@@ -166,7 +166,6 @@ def _etcd_volume(api, name):
 
 def test_etcd_keeps_the_tenant_state_when_its_pod_is_deleted(operator, host_cluster):
     sb, api = host_cluster
-    _proc, _ = operator
     alpha = get_vc(api, NS, "alpha") or wait_ready(api, NS, "alpha")
     volume, node, path = _etcd_volume(api, "alpha")
     data_dir = sb.machine_dir(node) / "rootfs" / path.lstrip("/")
@@ -224,8 +223,12 @@ def test_delete_leaves_nothing_labelled_and_wipes_the_etcd_volume(operator, host
     print(f"\ngamma deleted in {seconds:.0f}s")
     assert labelled_objects(api, NS, "gamma") == {k: [] for k in EXPECTED}
     # The volume is wiped and offered again: the next claim starts empty.
-    again = wait_for(lambda: (lambda pv: pv if pv.status.phase == "Available" else None)(
-        k8s.CoreV1Api(api).read_persistent_volume(volume.metadata.name)), 60, "the volume to be available")
+
+    def available():
+        pv = k8s.CoreV1Api(api).read_persistent_volume(volume.metadata.name)
+        return pv if pv.status.phase == "Available" else None
+
+    again = wait_for(available, 60, "the volume to be available")
     assert again.spec.claim_ref is None
     assert data_dir.is_dir() and not any(data_dir.iterdir())
     assert data_dir.stat().st_mode & 0o777 == 0o700
