@@ -55,7 +55,13 @@ def control_plane_pod(component: str, namespace: str) -> dict:
           "selector": {"kosmos.io/virtualcluster": "vc1"},
           "owner_references": [{"apiVersion": "kosmos.io/v1alpha1", "kind": "VirtualCluster", "name": "vc1",
                                 "uid": "u-1", "controller": True, "blockOwnerDeletion": True}]}
-    return hosted_manifest(component, vc, SETTINGS)["spec"]["template"]["spec"]
+    manifest = hosted_manifest(component, vc, SETTINGS)
+    pod = manifest["spec"]["template"]["spec"]
+    # As the StatefulSet controller makes it: each claim template becomes a volume of the pod's own claim.
+    for claim in manifest["spec"].get("volumeClaimTemplates", []):
+        name = claim["metadata"]["name"]
+        pod["volumes"].append({"name": name, "persistentVolumeClaim": {"claimName": f"{name}-vc1-etcd-0"}})
+    return pod
 
 
 @pytest.mark.parametrize("component", ["etcd", "apiserver", "controller-manager", "scheduler"])

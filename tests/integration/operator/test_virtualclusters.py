@@ -174,7 +174,8 @@ def test_deleting_during_a_stuck_create_cancels_it_and_tears_down(kube, operator
     ns = kube.new_namespace(sleep=600)
     operator = operators.start("operator", "--namespace", ns)
     kube.create_vc(ns, "stuck", {})
-    wait_until(lambda: "with state present" in operator.log(), 60, "the create run started")
+    # Counted: the run is past its first tasks and in its long step (the log line comes before that).
+    wait_until(lambda: kube.runs(ns, "stuck")["present"] == 1, 60, "the create run to be under way")
     kube.set_control(ns, sleep=0)  # read by the next run only: the teardown is quick
     kube.delete_vc(ns, "stuck")
     # far less than the create would take: it was cancelled, not waited for
