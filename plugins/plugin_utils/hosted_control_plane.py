@@ -8,6 +8,12 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.control_plane_flags import (
+    Files,
+    apiserver_flags,
+    controller_manager_flags,
+    scheduler_flags,
+)
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.hosted_pods import (
     VirtualClusterRef,
     container_resources,
@@ -18,7 +24,6 @@ from ansible_collections.kosmos.kubenest.plugins.plugin_utils.hosted_pods import
     workload,
 )
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.references import (
-    check_cidr,
     check_image_repository,
     check_kubernetes_version,
 )
@@ -26,6 +31,8 @@ from ansible_collections.kosmos.kubenest.plugins.plugin_utils.references import 
 PKI = "/etc/kubernetes/pki"
 ETCD_PKI = "/etc/kubernetes/etcd"
 CONF = "/etc/kubernetes/conf"
+FILES = Files(PKI, ETCD_PKI + "/ca.crt", ETCD_PKI + "/apiserver-etcd-client.crt",
+              ETCD_PKI + "/apiserver-etcd-client.key", CONF)
 # Pod template annotation that follows the certificates: a re-issued one rolls the component.
 PKI_REVISION = "kubenest.kosmos.io/pki-revision"
 APISERVER_PKI_KEYS = ["ca.crt", "apiserver.crt", "apiserver.key", "apiserver-kubelet-client.crt",
@@ -71,41 +78,11 @@ def check_revision(value):
 
 def apiserver_deployment(settings, etcd_endpoint, service_cidr, cluster_domain="cluster.local"):
     name = settings.vc.name
-    options = [
-        ("secure-port", "6443"),
-        ("etcd-servers", etcd_endpoint),
-        ("etcd-cafile", ETCD_PKI + "/ca.crt"),
-        ("etcd-certfile", ETCD_PKI + "/apiserver-etcd-client.crt"),
-        ("etcd-keyfile", ETCD_PKI + "/apiserver-etcd-client.key"),
-        ("client-ca-file", PKI + "/ca.crt"),
-        ("tls-cert-file", PKI + "/apiserver.crt"),
-        ("tls-private-key-file", PKI + "/apiserver.key"),
-        ("kubelet-client-certificate", PKI + "/apiserver-kubelet-client.crt"),
-        ("kubelet-client-key", PKI + "/apiserver-kubelet-client.key"),
-        ("kubelet-preferred-address-types", "InternalIP,Hostname"),
-        # Kubelets of promoted nodes serve with a certificate the tenant's CA signed (approved by node_admit):
-        # logs, exec and port-forward check it.
-        ("kubelet-certificate-authority", PKI + "/ca.crt"),
-        ("service-account-issuer", "https://kubernetes.default.svc.%s" % cluster_domain),
-        ("service-account-key-file", PKI + "/sa.pub"),
-        ("service-account-signing-key-file", PKI + "/sa.key"),
-        ("service-cluster-ip-range", check_cidr("the service CIDR", service_cidr)),
-        ("authorization-mode", "Node,RBAC"),
-        ("enable-admission-plugins", "NodeRestriction"),
-        ("enable-bootstrap-token-auth", "true"),
-        ("allow-privileged", "true"),
-        ("requestheader-client-ca-file", PKI + "/front-proxy-ca.crt"),
-        ("requestheader-allowed-names", "front-proxy-client"),
-        ("requestheader-extra-headers-prefix", "X-Remote-Extra-"),
-        ("requestheader-group-headers", "X-Remote-Group"),
-        ("requestheader-username-headers", "X-Remote-User"),
-        ("proxy-client-cert-file", PKI + "/front-proxy-client.crt"),
-        ("proxy-client-key-file", PKI + "/front-proxy-client.key"),
-        # The `kubernetes` Service's endpoint is written by the tenant_prepare tasks: the address tenant nodes
-        # reach this server at. The server's own choice would be its pod IP in the host, which tenant pods
-        # must not reach.
-        ("endpoint-reconciler-type", "none"),
-    ]
+    # Kubelets of promoted nodes serve with a certificate the tenant's CA signed (approved by node_admit). The
+    # `kubernetes` Service's endpoint is written by the tenant_prepare tasks: the address tenant nodes reach
+    # this server at; the server's own choice would be its pod IP in the host, which tenant pods must not reach.
+    options = apiserver_flags(FILES, 6443, etcd_endpoint, service_cidr, cluster_domain, kubelet_serving_ca=True,
+                              endpoint_reconciler="none")
     probes = {
         "readinessProbe": http_probe("/readyz", 6443, period=3, scheme="HTTPS"),
         "livenessProbe": http_probe("/livez", 6443, period=10, initial_delay=30, scheme="HTTPS",
@@ -122,26 +99,9 @@ def apiserver_deployment(settings, etcd_endpoint, service_cidr, cluster_domain="
 
 def controller_manager_deployment(settings, service_cidr, pod_cidr, node_cidr_mask=24):
     name = settings.vc.name
-    conf = CONF + "/controller-manager.conf"
-    mask = int(node_cidr_mask)
-    options = [
-        ("kubeconfig", conf),
-        ("authentication-kubeconfig", conf),
-        ("authorization-kubeconfig", conf),
-        ("bind-address", "0.0.0.0"),
-        ("cluster-name", name),
-        ("cluster-signing-cert-file", PKI + "/ca.crt"),
-        ("cluster-signing-key-file", PKI + "/ca.key"),
-        ("root-ca-file", PKI + "/ca.crt"),
-        ("service-account-private-key-file", PKI + "/sa.key"),
-        ("service-cluster-ip-range", check_cidr("the service CIDR", service_cidr)),
-        ("allocate-node-cidrs", "true"),
-        ("cluster-cidr", check_cidr("the pod CIDR", pod_cidr)),
-        ("node-cidr-mask-size", str(mask)),
-        ("use-service-account-credentials", "true"),
-        ("controllers", "*,bootstrapsigner,tokencleaner"),
-        ("leader-elect", "false"),
-    ]
+    # One replica: nothing to elect. Bound to all addresses for the kubelet's probe at the pod IP.
+    options = controller_manager_flags(FILES, name, service_cidr, "0.0.0.0", leader_elect=False, pod_cidr=pod_cidr,
+                                       node_cidr_mask=node_cidr_mask)
     probes = {"livenessProbe": http_probe("/healthz", 10257, period=10, initial_delay=30, scheme="HTTPS")}
     volumes = [
         secret_volume("pki", "%s-pki" % name, ["ca.crt", "ca.key", "sa.key"]),
@@ -152,14 +112,7 @@ def controller_manager_deployment(settings, service_cidr, pod_cidr, node_cidr_ma
 
 
 def scheduler_deployment(settings):
-    conf = CONF + "/scheduler.conf"
-    options = [
-        ("kubeconfig", conf),
-        ("authentication-kubeconfig", conf),
-        ("authorization-kubeconfig", conf),
-        ("bind-address", "0.0.0.0"),
-        ("leader-elect", "false"),
-    ]
+    options = scheduler_flags(FILES, "0.0.0.0", leader_elect=False)
     probes = {"livenessProbe": http_probe("/healthz", 10259, period=10, initial_delay=30, scheme="HTTPS")}
     volumes = [secret_volume("conf", "%s-component-kubeconfigs" % settings.vc.name, ["scheduler.conf"])]
     return settings.deployment("scheduler", "kube-scheduler", options, probes, [("conf", CONF)], volumes)
