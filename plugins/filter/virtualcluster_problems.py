@@ -54,6 +54,7 @@ from ansible_collections.kosmos.kubenest.plugins.plugin_utils.references import 
 )
 
 POD_NETWORKS = ("cilium", "bridge")
+MEMBER_COUNTS = (1, 3)
 
 
 def _checks(request, allowed_registries):
@@ -73,6 +74,9 @@ def _checks(request, allowed_registries):
         yield lambda: check_kubernetes_version(spec["kubernetesVersion"])
     if spec.get("externalIP"):
         yield lambda: check_ip("externalIP", spec["externalIP"])
+    members = spec.get("etcdMembers", 1)
+    if isinstance(members, bool) or members not in MEMBER_COUNTS:
+        yield lambda: _fail("etcdMembers must be one of %s, got %r" % (", ".join(map(str, MEMBER_COUNTS)), members))
     if spec.get("podNetwork", "cilium") not in POD_NETWORKS:
         yield lambda: _fail("podNetwork must be one of %s, got %r" % (", ".join(POD_NETWORKS), spec.get("podNetwork")))
 

@@ -37,7 +37,10 @@ def network_policies(vc, which=POLICIES):
     built = {
         "etcd": lambda: _policy(vc, "etcd", {"matchLabels": vc.component_selector("etcd")}, [
             {"from": [{"podSelector": {"matchLabels": vc.component_selector("apiserver")}}],
-             "ports": _tcp(2379)}]),
+             "ports": _tcp(2379)},
+            # Members of a multi-member etcd talk to each other.
+            {"from": [{"podSelector": {"matchLabels": vc.component_selector("etcd")}}],
+             "ports": _tcp(2380)}]),
         "apiserver": lambda: _policy(vc, "apiserver", {"matchLabels": vc.component_selector("apiserver")}, [
             {"ports": _tcp(6443)}]),
         "controllers": lambda: _policy(vc, "controllers", {

@@ -200,6 +200,45 @@ def test_etcd_keeps_the_tenant_state_when_its_pod_is_deleted(operator, host_clus
     wait_ready(api, NS, "alpha")
 
 
+def test_three_etcd_members_keep_the_tenant_serving_while_one_is_gone(operator):
+    _proc, api = operator
+    create_vc(api, NS, "trio", {"etcdMembers": 3})
+    trio = wait_ready(api, NS, "trio")
+    core = k8s.CoreV1Api(api)
+    selector = "kosmos.io/virtualcluster=trio,app.kubernetes.io/component=etcd"
+    pods = core.list_namespaced_pod(NS, label_selector=selector).items
+    assert sorted(p.metadata.name for p in pods) == ["trio-etcd-0", "trio-etcd-1", "trio-etcd-2"]
+    claims = core.list_namespaced_persistent_volume_claim(NS, label_selector=selector).items
+    assert len({c.spec.volume_name for c in claims}) == 3  # a volume of its own for each member
+    tenant, _config = tenant_client(trio, api)
+    tenant_core = k8s.CoreV1Api(tenant)
+    tenant_core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name="team-b")))
+    gone = core.read_namespaced_pod("trio-etcd-1", NS).metadata.uid
+    core.delete_namespaced_pod("trio-etcd-1", NS, grace_period_seconds=0)
+
+    def written_while_one_is_gone():
+        try:
+            return tenant_core.create_namespaced_config_map("team-b", {
+                "metadata": {"name": "written-by-two"}, "data": {"quorum": "2 of 3"}}, _request_timeout=10)
+        except ApiException as exc:
+            return exc.status == 409  # an earlier attempt got through
+        except (HTTPError, OSError):
+            return None
+
+    wait_for(written_while_one_is_gone, 60, "the tenant API to write with two members")
+
+    def member_back():
+        pod = core.read_namespaced_pod("trio-etcd-1", NS)
+        ready = any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
+        return pod.metadata.uid != gone and ready
+
+    wait_for(member_back, 300, "trio-etcd-1 to rejoin")
+    assert tenant_core.read_namespaced_config_map("written-by-two", "team-b").data == {"quorum": "2 of 3"}
+    wait_ready(api, NS, "trio")
+    delete_vc(api, NS, "trio")
+    assert all(names == [] for names in labelled_objects(api, NS, "trio").values())
+
+
 def test_operator_killed_mid_reconcile_recovers_without_duplicates(operator):
     proc, api = operator
     create_vc(api, NS, "gamma", {})

@@ -62,6 +62,7 @@ def test_seed_example_is_accepted_verbatim_and_defaulted(kosmos):
     # no default in the schema: the version comes from versions.env through the playbook, once, then sticks
     assert "kubernetesVersion" not in created["spec"]
     assert created["spec"]["imageRepository"] == "kubenest.local"
+    assert created["spec"]["etcdMembers"] == 1
 
 
 def test_proposal_form_with_node_names_is_accepted(kosmos):
@@ -91,6 +92,7 @@ def test_proposal_form_with_resources_is_accepted_verbatim(kosmos):
     ("both-forms", {"promotePolicies": [{"labelSelector": {}, "nodeCount": 1}],
                     "promoteResources": {"nodes": ["n1"]}}, "spec"),
     ("bad-version", {"kubernetesVersion": "latest"}, "spec.kubernetesVersion"),
+    ("two-members", {"etcdMembers": 2}, "spec.etcdMembers"),
     ("unknown-field", {"nodeCont": 3}, "spec.nodeCont"),
 ])
 def test_bad_specs_are_refused_naming_the_field(kosmos, name, spec, field):

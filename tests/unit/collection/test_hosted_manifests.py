@@ -161,3 +161,28 @@ def test_the_certificate_revision_is_on_the_pod_template(component):
 def test_a_revision_that_is_not_a_digest_is_refused(value):
     with pytest.raises(AnsibleFilterError, match="pki_revision must be a hexadecimal digest"):
         hosted_manifest("apiserver", VC, dict(SETTINGS, pki_revision=value))
+
+
+def test_three_etcd_members_find_each_other_under_the_peer_service():
+    manifest = hosted_manifest("etcd", VC, dict(SETTINGS, members="3"))
+    spec = manifest["spec"]
+    assert spec["replicas"] == 3 and spec["serviceName"] == "vc1-etcd-peer"
+    assert spec["podManagementPolicy"] == "Parallel"
+    (container,) = spec["template"]["spec"]["containers"]
+    command = dict(flag.split("=", 1) for flag in container["command"][1:])
+    assert command["--name"] == "$(POD_NAME)"
+    assert command["--initial-cluster"] == ",".join(
+        f"vc1-etcd-{i}=https://vc1-etcd-{i}.vc1-etcd-peer.tenants.svc:2380" for i in range(3))
+    assert command["--initial-advertise-peer-urls"] == "https://$(POD_NAME).vc1-etcd-peer.tenants.svc:2380"
+    assert command["--listen-peer-urls"] == "https://0.0.0.0:2380"
+    assert container["env"][0]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert {"name": "peer", "containerPort": 2380} in container["ports"]
+    one = hosted_manifest("etcd", VC, SETTINGS)
+    assert one["spec"]["replicas"] == 1 and "podManagementPolicy" not in one["spec"]
+    assert "--listen-peer-urls=https://127.0.0.1:2380" in one["spec"]["template"]["spec"]["containers"][0]["command"]
+
+
+@pytest.mark.parametrize("members", [0, 2, 5, True, "two"])
+def test_other_etcd_member_counts_are_refused(members):
+    with pytest.raises(AnsibleFilterError, match="etcd members must be one of 1, 3"):
+        hosted_manifest("etcd", VC, dict(SETTINGS, members=members))

@@ -13,18 +13,23 @@ def _by_name(policies):
     return {p["metadata"]["name"]: p for p in policies}
 
 
-def test_etcd_answers_only_its_own_apiserver():
+def test_etcd_answers_only_its_own_apiserver_and_its_peers():
     policy = _by_name(hosted_network_policies(VC, ["etcd"]))["vc1-etcd"]
     etcd_pods = hosted_manifest("etcd", VC, SETTINGS)["spec"]["template"]["metadata"]["labels"]
     apiserver_pods = hosted_manifest("apiserver", VC, SETTINGS)["spec"]["template"]["metadata"]["labels"]
     selector = policy["spec"]["podSelector"]["matchLabels"]
     assert selector.items() <= etcd_pods.items() and not selector.items() <= apiserver_pods.items()
     assert policy["spec"]["policyTypes"] == ["Ingress"]
-    (rule,) = policy["spec"]["ingress"]
+    rule, members = policy["spec"]["ingress"]
     assert rule["ports"] == [{"protocol": "TCP", "port": 2379}]
     (peer,) = rule["from"]
     assert peer["podSelector"]["matchLabels"].items() <= apiserver_pods.items()
     assert "namespaceSelector" not in peer and "ipBlock" not in peer  # own namespace, own apiserver only
+    # the members of a multi-member etcd, on the peer port only
+    assert members["ports"] == [{"protocol": "TCP", "port": 2380}]
+    (member,) = members["from"]
+    assert member["podSelector"]["matchLabels"].items() <= etcd_pods.items()
+    assert "namespaceSelector" not in member and "ipBlock" not in member
     assert policy["metadata"]["ownerReferences"] == VC["owner_references"]
     assert policy["metadata"]["labels"]["kosmos.io/virtualcluster"] == "vc1"
 

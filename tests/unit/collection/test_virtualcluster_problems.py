@@ -32,6 +32,9 @@ def test_a_good_request_has_no_problems():
     ({"spec": {"kubernetesVersion": "v1.36.3\nx"}}, "kubernetesVersion must"),
     ({"spec": {"externalIP": "192.0.2.1; id"}}, "externalIP must be an IP"),
     ({"spec": "text"}, "spec must be a mapping"),
+    ({"spec": {"etcdMembers": 2}}, "etcdMembers must be one of 1, 3"),
+    ({"spec": {"etcdMembers": "3"}}, "etcdMembers must be one of 1, 3"),
+    ({"spec": {"etcdMembers": True}}, "etcdMembers must be one of 1, 3"),
 ])
 def test_each_problem_is_named(change, expected):
     problems = virtualcluster_problems(dict(GOOD, **change))
