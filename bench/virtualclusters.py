@@ -23,6 +23,7 @@ sys.path.insert(0, str(REPO))
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.client import connect_direct  # noqa: E402
 
 from sandbox.machines.config import from_env  # noqa: E402
+from sandbox.operator import write_site_vars  # noqa: E402
 from tests.support.virtualclusters import (  # noqa: E402
     OperatorProcess,
     create_vc,
@@ -90,7 +91,8 @@ def main() -> int:
     ensure_namespace(api, NS)
     results = {}
     with sandbox_operator_paused(), tempfile.TemporaryDirectory() as logs:
-        operator = OperatorProcess(kubeconfig, Path(logs)).start()
+        # With the agent credentials: each deletion wipes its etcd volume and gives it back to the pool.
+        operator = OperatorProcess(kubeconfig, Path(logs), "--site-vars", str(write_site_vars(sb.state_dir))).start()
         try:
             from kubernetes import client as k8s
 
