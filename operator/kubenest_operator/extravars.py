@@ -9,6 +9,8 @@ from typing import Any
 
 import yaml
 
+from .restores import PENDING, restore_of
+
 # Written back by the operator; a credential the playbooks neither need nor should see.
 OPERATOR_OWNED_SPEC_FIELDS = ("kubeconfig",)
 STATES = ("present", "absent")
@@ -73,6 +75,9 @@ def build_extravars(body: Mapping[str, Any], state: str, host_kubeconfig: str | 
             "kubernetes_version": (plain(body.get("status") or {})).get("kubernetesVersion"),
         },
     })
+    restore = restore_of(metadata)
+    if restore is not None and restore != PENDING:
+        extravars["virtualcluster"]["etcd_restore"] = restore
     # The node running the operator is never promoted (in-cluster, NODE_NAME comes from the downward API).
     own_node = os.environ.get("NODE_NAME")
     if own_node and "node_promote_exclude" not in extravars:

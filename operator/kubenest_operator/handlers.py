@@ -19,7 +19,7 @@ from typing import Any
 import kopf
 from kubernetes.client.rest import ApiException
 
-from . import drift, node_queue, spec_kubeconfig
+from . import drift, node_queue, restores, spec_kubeconfig
 from . import status as st
 from .context import Context
 from .errors import backoff, failure_reason, summarize
@@ -255,6 +255,16 @@ async def reconcile(body: kopf.Body, reason: str, retry: int, logger: logging.Lo
     if reason == "resume" and status.get("phase") == st.FAILED and status.get("observedGeneration") == generation:
         logger.info("not running again: this spec failed permanently; change the spec to retry")
         return
+    try:
+        restore = restores.restore_of(body.metadata)
+    except restores.BadRestore as exc:
+        await _set_ready(ctx, body, "False", "InvalidRestore", str(exc), generation)
+        raise kopf.PermanentError(str(exc)) from None
+    if restore == restores.PENDING:
+        # A run now would issue a fresh PKI where the restore is about to put the backed-up one.
+        message = "waiting for the restore to hand over the PKI and etcd snapshot"
+        await _set_ready(ctx, body, "False", "RestorePending", message, generation)
+        raise kopf.TemporaryError(message, delay=ctx.config.restore_wait_interval)
     if reason == "resume":
         try:
             why = await drift.reason_to_run(ctx, body)

@@ -87,6 +87,8 @@ class Config:
     liveness: str | None = None
     # Seconds between looks at a virtual cluster that waits for free or Ready nodes.
     node_wait_interval: float = 15.0
+    # Seconds between looks at a restored virtual cluster whose restore has not handed over yet.
+    restore_wait_interval: float = 3.0
     # Seconds between full passes over host Nodes and GlobalNodes.
     resync_interval: float = 30.0
     # Seconds between looks at a virtual cluster's certificates (renewed when inside their window).

@@ -29,8 +29,10 @@ options:
     description:
       - The component's settings. C(etcd) takes C(image), C(advertise_ip), C(storage_class) (empty for the
         host's default StorageClass), C(storage_size), C(ephemeral) (data in an emptyDir instead of a volume
-        claim), C(quota_backend_bytes), C(resources) (requests and limits) and C(members) (1 or 3; several
-        members find each other under the headless Service C(<name>-etcd-peer)).
+        claim), C(quota_backend_bytes), C(resources) (requests and limits), C(members) (1 or 3; several
+        members find each other under the headless Service C(<name>-etcd-peer)) and C(restore) (C(sha256) and
+        C(chunks) of a snapshot that every member starts from, carried by the Secrets C(<name>-etcd-restore-NNN);
+        empty for none).
       - The others take C(image_repository) and C(version); C(apiserver) also C(etcd_endpoint), C(service_cidr)
         and C(cluster_domain); C(controller-manager) also C(service_cidr), C(pod_cidr) and C(node_cidr_mask).
       - All take C(node_selector) and C(tolerations); the others take C(resources) by component name, and
@@ -82,10 +84,11 @@ def hosted_manifest(component, vc, settings):
     try:
         if component == "etcd":
             keys = ("image", "advertise_ip", "storage_class", "storage_size", "ephemeral", "quota_backend_bytes",
-                    "members")
+                    "members", "restore")
             picked = _pick(settings, keys + PLACEMENT)
             if isinstance(picked.get("members"), str) and picked["members"].isdigit():
                 picked["members"] = int(picked["members"])
+            picked["restore"] = picked.get("restore") or None
             return etcd_statefulset(vc, **picked)
         if component not in COMPONENTS:
             raise ValueError("unknown component %r; one of etcd, %s" % (component, ", ".join(COMPONENTS)))

@@ -42,6 +42,7 @@ _value:
 
 from collections.abc import Mapping
 
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.hosted_etcd import check_restore
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.references import (
     DNS_1123_LABEL,
     VIRTUAL_CLUSTER_NAME_MAX,
@@ -79,6 +80,15 @@ def _checks(request, allowed_registries):
         yield lambda: _fail("etcdMembers must be one of %s, got %r" % (", ".join(map(str, MEMBER_COUNTS)), members))
     if spec.get("podNetwork", "cilium") not in POD_NETWORKS:
         yield lambda: _fail("podNetwork must be one of %s, got %r" % (", ".join(POD_NETWORKS), spec.get("podNetwork")))
+    if request.get("etcd_restore"):
+        yield lambda: _check_restore(request["etcd_restore"])
+
+
+def _check_restore(restore):
+    try:
+        check_restore(restore)
+    except ValueError as exc:
+        raise InvalidValue("etcd_restore: %s" % exc) from None
 
 
 def _fail(message):

@@ -19,6 +19,31 @@ from ansible_collections.kosmos.kubenest.plugins.plugin_utils.references import 
 
 PKI = "/etc/etcd/pki"
 MEMBER_COUNTS = (1, 3)
+RESTORE_DIR = "/var/run/kubenest/restore"
+# A snapshot reaches a restoring member as Secrets of at most CHUNK_BYTES each (an object stays well under
+# the API's 1 MiB limit); MAX_CHUNKS of them bound what a restore may carry.
+CHUNK_BYTES = 512 * 1024
+MAX_CHUNKS = 256
+
+
+def restore_chunk_names(vc_name, chunks):
+    """The Secrets that carry a snapshot into a restoring etcd, in order."""
+    return ["%s-etcd-restore-%03d" % (vc_name, i) for i in range(int(chunks))]
+
+
+def check_restore(restore):
+    """The restore a VirtualCluster was created for: {'sha256': hex digest, 'chunks': count}."""
+    if not isinstance(restore, dict) or set(restore) != {"sha256", "chunks"}:
+        raise ValueError("a restore takes sha256 and chunks, got %r" % (restore,))
+    digest = str(restore["sha256"])
+    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        raise ValueError("a restore's sha256 must be 64 lower-case hexadecimal digits, got %r" % digest)
+    chunks = restore["chunks"]
+    if isinstance(chunks, str) and chunks.isdigit():
+        chunks = int(chunks)
+    if not isinstance(chunks, int) or isinstance(chunks, bool) or not 1 <= chunks <= MAX_CHUNKS:
+        raise ValueError("a restore's chunks must be 1 to %d, got %r" % (MAX_CHUNKS, chunks))
+    return {"sha256": digest, "chunks": chunks}
 
 
 def peer_service_name(vc_name):
@@ -34,9 +59,12 @@ def member_urls(vc, members, port):
 
 def etcd_statefulset(vc, image, advertise_ip, node_selector=None, tolerations=None, storage_class="",
                      storage_size="2Gi", quota_backend_bytes=2 * 1024 ** 3, resources=None, ephemeral=False,
-                     members=1):
+                     members=1, restore=None):
     """Data on a PersistentVolumeClaim of `storage_class` (empty: the host's default class), so that a new pod
-    finds the member's data; `ephemeral` keeps it in an emptyDir instead, lost with the pod."""
+    finds the member's data; `ephemeral` keeps it in an emptyDir instead, lost with the pod.
+
+    `restore` ({'sha256', 'chunks'}): each member starts from that snapshot, which an init container joins from
+    the Secrets restore_chunk_names() names; a member that already has data keeps it."""
     vc = VirtualClusterRef(vc)
     advertise_ip = check_ip("etcd's service address", advertise_ip)
     if members not in MEMBER_COUNTS or isinstance(members, bool):
@@ -68,6 +96,9 @@ def etcd_statefulset(vc, image, advertise_ip, node_selector=None, tolerations=No
             ("initial-advertise-peer-urls", "https://%s:2380" % own),
             ("initial-cluster", ",".join("%s-%d=%s" % (name, i, url) for i, url in enumerate(peers))),
             ("initial-cluster-token", "%s-%s" % (name, vc.namespace)),
+            # etcd would match a peer's certificate against the address it dials from, a pod IP no certificate
+            # can name beforehand; the peer CA is this virtual cluster's own, which is what vouches for a member.
+            ("peer-skip-client-san-verification", "true"),
         ]
     container = {
         "name": "etcd",
@@ -104,6 +135,14 @@ def etcd_statefulset(vc, image, advertise_ip, node_selector=None, tolerations=No
                                                "labelSelector": {"matchLabels": vc.component_selector("etcd")}}}]}}
     pod["containers"] = [container]
     pod["volumes"] = [secret_volume("pki", "%s-etcd-pki" % vc.name, ["ca.crt", "server.crt", "server.key"])]
+    if restore:
+        if ephemeral:
+            raise ValueError("a restored etcd needs its data on a volume claim, not an emptyDir")
+        pod["initContainers"] = [_restore_container(vc, container, dict(identity), check_restore(restore))]
+        # Optional: the chunks are removed once the members run, and a restarted member keeps its data.
+        pod["volumes"].append({"name": "restore", "projected": {"sources": [
+            {"secret": {"name": secret, "optional": True, "items": [{"key": "chunk", "path": "chunk-%03d" % i}]}}
+            for i, secret in enumerate(restore_chunk_names(vc.name, restore["chunks"]))]}})
     extra = {"serviceName": name}
     if members > 1:
         # All members start together: a quorum forms only once enough of them are up.
@@ -122,3 +161,22 @@ def etcd_statefulset(vc, image, advertise_ip, node_selector=None, tolerations=No
         extra["volumeClaimTemplates"] = [{"metadata": {"name": "data", "labels": vc.component_labels("etcd")},
                                           "spec": claim}]
     return workload("StatefulSet", vc, name, "etcd", pod, replicas=members, extra_spec=extra)
+
+
+def _restore_container(vc, etcd, identity, restore):
+    restore_flags = [("chunks", RESTORE_DIR), ("sha256", restore["sha256"])]
+    restore_flags += [(key, identity[key]) for key in ("data-dir", "name", "initial-cluster",
+                                                       "initial-advertise-peer-urls", "initial-cluster-token")
+                      if key in identity]
+    container = {
+        "name": "restore",
+        "image": etcd["image"],
+        "imagePullPolicy": etcd["imagePullPolicy"],
+        "command": flags("/usr/local/bin/etcd-snapshot", []) + ["restore"] + flags("", restore_flags)[1:],
+        "resources": etcd["resources"],
+        "volumeMounts": [{"name": "data", "mountPath": "/var/lib/etcd"},
+                         {"name": "restore", "mountPath": RESTORE_DIR, "readOnly": True}],
+    }
+    if "env" in etcd:
+        container["env"] = etcd["env"]
+    return container

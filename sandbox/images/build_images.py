@@ -235,7 +235,7 @@ def go_build(source_dir: Path, binary: Path, source_key: str, what: str) -> Path
 def build_program(name: str, out_dir: Path) -> Path:
     """Build sandbox/images/<name> (static Go) unless its sources are unchanged."""
     source_dir = PROGRAMS / name
-    sources = sorted(p for p in source_dir.iterdir() if p.suffix in (".go", ".mod"))
+    sources = sorted(p for p in source_dir.iterdir() if p.suffix in (".go", ".mod", ".sum"))
     source_key = hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in sources)).hexdigest()
     return go_build(source_dir, out_dir / name, source_key, f"the {name} binary")
 
@@ -373,7 +373,10 @@ def main(argv: list[str] | None = None) -> int:
     k8s_tag = versions["KUBERNETES_VERSION"]
     specs = [ImageSpec(name, k8s_tag, args.bin_dir / name)
              for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")]
-    specs.append(ImageSpec("etcd", versions["ETCD_VERSION"], args.bin_dir / "etcd"))
+    # etcd-snapshot: backups stream out of the member's own pod, restores run as its init container.
+    snapshot_tool = build_program("etcd-snapshot", args.out / "etcd-snapshot-bin")
+    specs.append(ImageSpec("etcd", versions["ETCD_VERSION"], args.bin_dir / "etcd",
+                           ((snapshot_tool, "usr/local/bin/etcd-snapshot"),)))
     extras, links = iptables_files()
     specs.append(ImageSpec("kube-proxy", k8s_tag, args.bin_dir / "kube-proxy", extras, links))
     missing = [str(s.binary) for s in specs if not s.binary.is_file()]

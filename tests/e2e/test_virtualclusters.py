@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -16,6 +19,7 @@ from urllib3.exceptions import HTTPError
 from sandbox.operator import write_site_vars
 from tests.support.k8sbin import versions as pinned_versions
 from tests.support.virtualclusters import (
+    REPO_ROOT,
     OperatorProcess,
     condition,
     create_vc,
@@ -325,3 +329,67 @@ def test_unsatisfiable_spec_waits_with_a_condition_that_says_why(operator):
     assert condition(vc, "Ready")["status"] == "False" and vc["status"]["phase"] == "Pending"
     assert vc["status"]["nodesReady"] == "0/5"
     delete_vc(api, NS, "greedy")
+
+
+def _playbook(name: str, kubeconfig, variables: dict, tmp_path, *args) -> subprocess.CompletedProcess:
+    """A playbook of the collection run by ansible-playbook alone; variables from a file (the passphrase)."""
+    vars_file = tmp_path / f"{name}-vars.json"
+    vars_file.write_text(json.dumps({"kubenest_host_kubeconfig": str(kubeconfig), **variables}))
+    vars_file.chmod(0o600)
+    return subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), str(REPO_ROOT / "playbooks" / name),
+                           "-e", f"@{vars_file}", *args], capture_output=True, text=True, timeout=900, check=False)
+
+
+def test_a_backup_restores_into_a_new_virtual_cluster_with_the_tenants_objects(operator, host_cluster, tmp_path):
+    sb, _api = host_cluster
+    _proc, api = operator
+    kubeconfig = sb.state_dir / "kubeconfig"
+    alpha = get_vc(api, NS, "alpha") or wait_ready(api, NS, "alpha")
+    tenant, _config = tenant_client(alpha, api)
+    secret = "s3cret-" + base64.b16encode(os.urandom(8)).decode()
+    k8s.CoreV1Api(tenant).create_namespaced_secret("team-a", k8s.V1Secret(
+        metadata=k8s.V1ObjectMeta(name="kept"), string_data={"token": secret}))
+    backup = tmp_path / "alpha.kbk"
+    passphrase = {"kubenest_backup_passphrase": "correct horse battery staple"}
+    proc = _playbook("etcd_backup.yml", kubeconfig, {"kubenest_backup_name": "alpha", "kubenest_backup_namespace": NS,
+                                                     "kubenest_backup_dest": str(backup), **passphrase}, tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert backup.stat().st_mode & 0o777 == 0o600
+    data = backup.read_bytes()
+    assert secret.encode() not in data and b"team-a" not in data  # sealed
+    assert secret not in proc.stdout + proc.stderr
+    # An existing file is refused, not overwritten.
+    again = _playbook("etcd_backup.yml", kubeconfig, {"kubenest_backup_name": "alpha", "kubenest_backup_namespace": NS,
+                                                      "kubenest_backup_dest": str(backup), **passphrase}, tmp_path)
+    assert again.returncode != 0 and "exists; choose another file" in again.stdout and backup.read_bytes() == data
+
+    delete_vc(api, NS, "alpha")
+    restore = {"kubenest_restore_src": str(backup), "kubenest_restore_name": "omega",
+               "kubenest_restore_passphrase": passphrase["kubenest_backup_passphrase"]}
+    wrong = _playbook("etcd_restore.yml", kubeconfig, {**restore, "kubenest_restore_passphrase": "wrong"}, tmp_path)
+    assert wrong.returncode != 0 and "passphrase does not open" in wrong.stdout
+    assert get_vc(api, NS, "omega") is None  # nothing created
+    started = time.monotonic()
+    proc = _playbook("etcd_restore.yml", kubeconfig, restore, tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    print(f"\nomega restored from alpha's backup and Ready in {time.monotonic() - started:.0f}s")
+    omega = wait_ready(api, NS, "omega")
+    restored, _config = tenant_client(omega, api)
+    core = k8s.CoreV1Api(restored)
+    assert base64.b64decode(core.read_namespaced_secret("kept", "team-a").data["token"]).decode() == secret
+    assert k8s.AppsV1Api(restored).read_namespaced_deployment("web", "team-a").metadata.name == "web"
+    assert k8s.ApiextensionsV1Api(restored).read_custom_resource_definition("gadgets.tenant.example")
+    # The backed-up CA is omega's own: alpha's admin credentials are accepted by omega's API server.
+    host_core = k8s.CoreV1Api(api)
+    for name in ("omega-pki", "omega-etcd-pki"):
+        owners = host_core.read_namespaced_secret(name, NS).metadata.owner_references
+        assert [o.uid for o in owners] == [omega["metadata"]["uid"]]
+    assert host_core.list_namespaced_secret(NS, label_selector="kosmos.io/virtualcluster=omega").items
+    left = [s.metadata.name for s in host_core.list_namespaced_secret(NS).items]
+    assert not [name for name in left if name.startswith("omega-etcd-restore")]
+    # A second restore under a name in use is refused and changes nothing.
+    twice = _playbook("etcd_restore.yml", kubeconfig, restore, tmp_path)
+    assert twice.returncode != 0 and "already exist" in twice.stdout
+    assert get_vc(api, NS, "omega")["metadata"]["uid"] == omega["metadata"]["uid"]
+    delete_vc(api, NS, "omega")
+    assert labelled_objects(api, NS, "omega") == {k: [] for k in EXPECTED}

@@ -120,9 +120,11 @@ class Kube:
                 raise
             self.core.replace_namespaced_config_map("kubenest-test-control", namespace, body)
 
-    def create_vc(self, namespace: str, name: str, spec: dict | None = None) -> dict:
-        body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "VirtualCluster",
-                "metadata": {"namespace": namespace, "name": name}, "spec": spec or {}}
+    def create_vc(self, namespace: str, name: str, spec: dict | None = None,
+                  annotations: dict | None = None) -> dict:
+        metadata = {"namespace": namespace, "name": name, **({"annotations": annotations} if annotations else {})}
+        body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "VirtualCluster", "metadata": metadata,
+                "spec": spec or {}}
         return self.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
 
     def vc(self, namespace: str, name: str) -> dict | None:

@@ -272,3 +272,32 @@ def test_one_namespace_cannot_hold_every_runner_slot(kube, operators):
     (o1,) = [w for run, w in windows.items() if f"-{other}." in run]
     assert b2[0] >= b1[1], "two runs of one namespace at once despite --max-parallel-per-namespace 1"
     assert o1[0] < b1[1], "the other namespace had to wait for a free slot"
+
+
+def test_a_restore_runs_only_once_it_has_handed_over(kube, operators):
+    from kubenest_operator.restores import RESTORE_ANNOTATION
+
+    ns = kube.new_namespace(sleep=0)
+    operator = operators.start("operator", "--namespace", ns)
+    kube.create_vc(ns, "restored", {}, annotations={RESTORE_ANNOTATION: "pending"})
+    vc = wait_for_vc(kube, ns, "restored", lambda v: condition(v).get("reason") == "RestorePending", COMPLETED,
+                     "restored to wait for its restore", operator)
+    assert condition(vc)["status"] == "False" and "hand over" in condition(vc)["message"]
+    # A run now would issue a fresh PKI where the restore puts the backed-up one.
+    assert stays(lambda: kube.runs(ns, "restored") == {"present": 0, "absent": 0}, 8)
+    kube.custom.patch_namespaced_custom_object("kosmos.io", "v1alpha1", ns, "virtualclusters", "restored", {
+        "metadata": {"annotations": {RESTORE_ANNOTATION: "0f" * 32 + "/2"}}})
+    wait_for_vc(kube, ns, "restored", completed(), COMPLETED, "restored Completed", operator)
+    assert kube.runs(ns, "restored") == {"present": 1, "absent": 0}
+
+
+def test_a_malformed_restore_annotation_fails_permanently_without_a_run(kube, operators):
+    from kubenest_operator.restores import RESTORE_ANNOTATION
+
+    ns = kube.new_namespace(sleep=0)
+    operator = operators.start("operator", "--namespace", ns)
+    kube.create_vc(ns, "forged", {}, annotations={RESTORE_ANNOTATION: "{{ lookup('pipe', 'id') }}"})
+    vc = wait_for_vc(kube, ns, "forged", lambda v: condition(v).get("reason") == "InvalidRestore", COMPLETED,
+                     "forged to be refused", operator)
+    assert RESTORE_ANNOTATION in condition(vc)["message"]
+    assert stays(lambda: kube.runs(ns, "forged") == {"present": 0, "absent": 0}, 5)

@@ -175,14 +175,64 @@ def test_three_etcd_members_find_each_other_under_the_peer_service():
         f"vc1-etcd-{i}=https://vc1-etcd-{i}.vc1-etcd-peer.tenants.svc:2380" for i in range(3))
     assert command["--initial-advertise-peer-urls"] == "https://$(POD_NAME).vc1-etcd-peer.tenants.svc:2380"
     assert command["--listen-peer-urls"] == "https://0.0.0.0:2380"
+    # Members dial from pod IPs that no certificate names: their CA vouches for them, not the address.
+    assert command["--peer-skip-client-san-verification"] == "true"
     assert container["env"][0]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
     assert {"name": "peer", "containerPort": 2380} in container["ports"]
     one = hosted_manifest("etcd", VC, SETTINGS)
     assert one["spec"]["replicas"] == 1 and "podManagementPolicy" not in one["spec"]
     assert "--listen-peer-urls=https://127.0.0.1:2380" in one["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert not any("skip-client-san" in f for f in one["spec"]["template"]["spec"]["containers"][0]["command"])
 
 
 @pytest.mark.parametrize("members", [0, 2, 5, True, "two"])
 def test_other_etcd_member_counts_are_refused(members):
     with pytest.raises(AnsibleFilterError, match="etcd members must be one of 1, 3"):
         hosted_manifest("etcd", VC, dict(SETTINGS, members=members))
+
+
+DIGEST = "ab" * 32
+
+
+@pytest.mark.parametrize("members", [1, 3])
+def test_a_restored_etcd_starts_each_member_from_the_snapshot_chunks(members):
+    manifest = hosted_manifest("etcd", VC, dict(SETTINGS, members=members, restore={"sha256": DIGEST, "chunks": "3"}))
+    pod = manifest["spec"]["template"]["spec"]
+    (etcd,) = pod["containers"]
+    (restore,) = pod["initContainers"]
+    assert restore["image"] == etcd["image"] and restore["command"][:2] == ["/usr/local/bin/etcd-snapshot", "restore"]
+    flags = dict(flag.split("=", 1) for flag in restore["command"][2:])
+    etcd_flags = dict(flag.split("=", 1) for flag in etcd["command"][1:])
+    # The restored member is the member etcd then runs as.
+    for key in ("--data-dir", "--name", "--initial-cluster", "--initial-advertise-peer-urls"):
+        assert flags[key] == etcd_flags[key]
+    assert flags.get("--initial-cluster-token") == etcd_flags.get("--initial-cluster-token")
+    assert flags["--sha256"] == DIGEST and flags["--chunks"] == "/var/run/kubenest/restore"
+    assert restore.get("env") == etcd.get("env")
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "restore"]
+    sources = volume["projected"]["sources"]
+    names = ["vc1-etcd-restore-000", "vc1-etcd-restore-001", "vc1-etcd-restore-002"]
+    assert [s["secret"]["name"] for s in sources] == names
+    assert all(s["secret"]["optional"] for s in sources)
+    assert [s["secret"]["items"][0]["path"] for s in sources] == ["chunk-000", "chunk-001", "chunk-002"]
+
+
+def test_an_etcd_without_a_restore_has_no_init_container():
+    for restore in (None, {}, ""):
+        pod = hosted_manifest("etcd", VC, dict(SETTINGS, restore=restore))["spec"]["template"]["spec"]
+        assert "initContainers" not in pod and [v["name"] for v in pod["volumes"]] == ["pki"]
+
+
+@pytest.mark.parametrize("restore", [
+    {"sha256": DIGEST}, {"sha256": DIGEST, "chunks": 0}, {"sha256": DIGEST, "chunks": 257},
+    {"sha256": DIGEST, "chunks": True}, {"sha256": "AB" * 32, "chunks": 1}, {"sha256": DIGEST[:-1], "chunks": 1},
+    {"sha256": DIGEST, "chunks": 1, "image": "x"}, {"sha256": DIGEST[:-2] + "\n-", "chunks": 1}, "restore",
+])
+def test_a_bad_restore_is_refused(restore):
+    with pytest.raises(AnsibleFilterError, match="restore"):
+        hosted_manifest("etcd", VC, dict(SETTINGS, restore=restore))
+
+
+def test_a_restore_into_an_emptydir_is_refused():
+    with pytest.raises(AnsibleFilterError, match="volume claim"):
+        hosted_manifest("etcd", VC, dict(SETTINGS, ephemeral=True, restore={"sha256": DIGEST, "chunks": 1}))

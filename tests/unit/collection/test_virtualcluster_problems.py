@@ -60,3 +60,21 @@ def test_the_crd_and_the_playbook_check_the_same_patterns():
     assert spec["kubernetesVersion"]["pattern"] == references.KUBERNETES_VERSION
     assert schema["metadata"]["properties"]["name"]["pattern"] == references.DNS_1035_LABEL
     assert schema["metadata"]["properties"]["name"]["maxLength"] == references.VIRTUAL_CLUSTER_NAME_MAX
+
+
+def test_a_restore_is_checked_before_it_reaches_a_manifest():
+    assert virtualcluster_problems(dict(GOOD, etcd_restore={"sha256": "0f" * 32, "chunks": 2})) == []
+    assert virtualcluster_problems(dict(GOOD, etcd_restore={})) == []
+    problems = virtualcluster_problems(dict(GOOD, etcd_restore={"sha256": "{{ lookup('pipe', 'id') }}", "chunks": 1}))
+    assert len(problems) == 1 and problems[0].startswith("etcd_restore: a restore's sha256 must be")
+
+
+def test_restore_chunk_names_are_those_the_manifest_mounts():
+    from ansible.errors import AnsibleFilterError
+    from ansible_collections.kosmos.kubenest.plugins.filter.etcd_restore_chunks import etcd_restore_chunks
+
+    assert etcd_restore_chunks(0, "vc1") == []
+    assert etcd_restore_chunks("2", "vc1") == ["vc1-etcd-restore-000", "vc1-etcd-restore-001"]
+    for bad in (-1, 257, "x", None):
+        with pytest.raises(AnsibleFilterError):
+            etcd_restore_chunks(bad, "vc1")
