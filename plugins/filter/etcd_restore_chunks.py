@@ -38,7 +38,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.kosmos.kubenest.plugins.plugin_utils.hosted_etcd import MAX_CHUNKS, restore_chunk_names
+from ansible_collections.kosmos.kubenest.plugins.module_utils.etcd_backup_file import MAX_CHUNKS, restore_chunk_names
 
 
 def etcd_restore_chunks(chunks, vc_name):

@@ -24,6 +24,16 @@ except ImportError:
 else:
     HAS_CRYPTOGRAPHY = True
 
+# The VirtualCluster API and how a restore hands a snapshot to the operator and the etcd role.
+VC_GROUP = "kosmos.io"
+VC_VERSION = "v1alpha1"
+VC_PLURAL = "virtualclusters"
+RESTORE_ANNOTATION = "kubenest.kosmos.io/etcd-restore"
+# A snapshot reaches a restoring member as Secrets of at most CHUNK_BYTES each (an object stays well under the
+# API's 1 MiB limit); MAX_CHUNKS of them bound what a restore may carry.
+CHUNK_BYTES = 512 * 1024
+MAX_CHUNKS = 256
+
 MAGIC = b"kosmos.kubenest/etcd-backup/v1\n"
 KIND = "VirtualClusterBackup"
 # scrypt cost: about 0.1 s and 32 MiB per derivation; the parameters are stored, so they may grow later.
@@ -33,6 +43,11 @@ SNAPSHOT_HASH_BYTES = 32
 
 class BackupFileError(Exception):
     """The file is not a backup, is damaged, or cannot be opened with the passphrase given."""
+
+
+def restore_chunk_names(vc_name, chunks):
+    """The Secrets that carry a snapshot into a restoring etcd, in order."""
+    return ["%s-etcd-restore-%03d" % (vc_name, i) for i in range(int(chunks))]
 
 
 def snapshot_is_whole(snapshot):

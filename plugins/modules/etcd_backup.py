@@ -99,6 +99,9 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.kosmos.kubenest.plugins.module_utils.etcd_backup_file import (
     HAS_CRYPTOGRAPHY,
     KIND,
+    VC_GROUP,
+    VC_PLURAL,
+    VC_VERSION,
     BackupFileError,
     seal,
     snapshot_is_whole,
@@ -114,9 +117,6 @@ from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_client import
     describe,
 )
 
-GROUP = "kosmos.io"
-VERSION = "v1alpha1"
-PLURAL = "virtualclusters"
 PKI = "/etc/etcd/pki"
 SAVE = ["/usr/local/bin/etcd-snapshot", "save", "--cacert=%s/ca.crt" % PKI, "--cert=%s/server.crt" % PKI,
         "--key=%s/server.key" % PKI]
@@ -189,7 +189,7 @@ def backup(module, p):
     client = api_client(p["kubeconfig"], p["context"])
     core, custom = k8s.CoreV1Api(client), k8s.CustomObjectsApi(client)
     try:
-        vc = custom.get_namespaced_custom_object(GROUP, VERSION, p["namespace"], PLURAL, p["name"],
+        vc = custom.get_namespaced_custom_object(VC_GROUP, VC_VERSION, p["namespace"], VC_PLURAL, p["name"],
                                                  _request_timeout=30)
     except ApiException as exc:
         if exc.status == 404:

@@ -92,8 +92,15 @@ import json
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.kosmos.kubenest.plugins.module_utils.etcd_backup_file import (
+    CHUNK_BYTES,
     HAS_CRYPTOGRAPHY,
+    MAX_CHUNKS,
+    RESTORE_ANNOTATION,
+    VC_GROUP,
+    VC_PLURAL,
+    VC_VERSION,
     BackupFileError,
+    restore_chunk_names,
     snapshot_of,
     unseal,
 )
@@ -107,22 +114,11 @@ from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_client import
     describe,
 )
 
-GROUP = "kosmos.io"
-VERSION = "v1alpha1"
-PLURAL = "virtualclusters"
-RESTORE_ANNOTATION = "kubenest.kosmos.io/etcd-restore"
-# Kept in step with plugins/plugin_utils/hosted_etcd.py (CHUNK_BYTES, MAX_CHUNKS, restore_chunk_names).
-CHUNK_BYTES = 512 * 1024
-MAX_CHUNKS = 256
 SECRETS = (("pki", "%s-pki", "control-plane"), ("etcd-pki", "%s-etcd-pki", "etcd"))
 
 
 class RestoreError(Exception):
     pass
-
-
-def chunk_names(name, count):
-    return ["%s-etcd-restore-%03d" % (name, i) for i in range(count)]
 
 
 def labels(name, component):
@@ -143,7 +139,7 @@ def _exists(read, *args):
 def conflicts(core, custom, namespace, name, secret_names):
     """What exists already under the names the restore would create."""
     found = []
-    if _exists(custom.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name):
+    if _exists(custom.get_namespaced_custom_object, VC_GROUP, VC_VERSION, namespace, VC_PLURAL, name):
         found.append("VirtualCluster %s/%s" % (namespace, name))
     found += ["Secret %s/%s" % (namespace, s) for s in secret_names
               if _exists(core.read_namespaced_secret, s, namespace)]
@@ -172,7 +168,7 @@ def restore(module, p):
     if len(chunks) > MAX_CHUNKS:
         raise RestoreError("the snapshot is %d bytes; a restore carries at most %d"
                            % (len(snapshot), CHUNK_BYTES * MAX_CHUNKS))
-    names = chunk_names(name, len(chunks))
+    names = restore_chunk_names(name, len(chunks))
     result = dict(changed=True, name=name, namespace=namespace, uid="", chunks=len(chunks),
                   sha256=document["etcd"]["sha256"],
                   backed_up_from="%s/%s" % (source.get("namespace"), source.get("name")))
@@ -189,8 +185,8 @@ def restore(module, p):
         # The snapshot was written by that version's apiserver: start the same one.
         spec["kubernetesVersion"] = source["kubernetesVersion"]
     try:
-        vc = custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, {
-            "apiVersion": "%s/%s" % (GROUP, VERSION), "kind": "VirtualCluster",
+        vc = custom.create_namespaced_custom_object(VC_GROUP, VC_VERSION, namespace, VC_PLURAL, {
+            "apiVersion": "%s/%s" % (VC_GROUP, VC_VERSION), "kind": "VirtualCluster",
             "metadata": {"name": name, "namespace": namespace, "annotations": {RESTORE_ANNOTATION: "pending"}},
             "spec": spec}, _request_timeout=30)
     except ApiException as exc:
@@ -198,7 +194,7 @@ def restore(module, p):
             raise RestoreError("the VirtualCluster %s/%s is refused: %s" % (namespace, name, _message(exc))) from None
         raise
     result["uid"] = uid = vc["metadata"]["uid"]
-    owner = [k8s.V1OwnerReference(api_version="%s/%s" % (GROUP, VERSION), kind="VirtualCluster", name=name,
+    owner = [k8s.V1OwnerReference(api_version="%s/%s" % (VC_GROUP, VC_VERSION), kind="VirtualCluster", name=name,
                                   uid=uid, controller=True, block_owner_deletion=True)]
     try:
         for key, pattern, component in SECRETS:
@@ -211,13 +207,14 @@ def restore(module, p):
                 metadata=k8s.V1ObjectMeta(name=secret, namespace=namespace, owner_references=owner,
                                           labels=labels(name, "etcd")),
                 type="Opaque", data={"chunk": base64.b64encode(chunks[index]).decode()}), _request_timeout=30)
-        custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name, {"metadata": {
+        custom.patch_namespaced_custom_object(VC_GROUP, VC_VERSION, namespace, VC_PLURAL, name, {"metadata": {
             "annotations": {RESTORE_ANNOTATION: "%s/%d" % (result["sha256"], len(chunks))}}},
             _request_timeout=30)
     except BaseException:
         # Nothing half-restored stays behind: the Secrets written so far go with their owner.
         try:
-            custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name, _request_timeout=30)
+            custom.delete_namespaced_custom_object(VC_GROUP, VC_VERSION, namespace, VC_PLURAL, name,
+                                                   _request_timeout=30)
         except ApiException:
             pass
         raise

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from ansible_collections.kosmos.kubenest.plugins.module_utils.etcd_backup_file import MAX_CHUNKS, restore_chunk_names
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.hosted_pods import (
     VirtualClusterRef,
     container_resources,
@@ -20,15 +21,6 @@ from ansible_collections.kosmos.kubenest.plugins.plugin_utils.references import 
 PKI = "/etc/etcd/pki"
 MEMBER_COUNTS = (1, 3)
 RESTORE_DIR = "/var/run/kubenest/restore"
-# A snapshot reaches a restoring member as Secrets of at most CHUNK_BYTES each (an object stays well under
-# the API's 1 MiB limit); MAX_CHUNKS of them bound what a restore may carry.
-CHUNK_BYTES = 512 * 1024
-MAX_CHUNKS = 256
-
-
-def restore_chunk_names(vc_name, chunks):
-    """The Secrets that carry a snapshot into a restoring etcd, in order."""
-    return ["%s-etcd-restore-%03d" % (vc_name, i) for i in range(int(chunks))]
 
 
 def check_restore(restore):
