@@ -232,7 +232,12 @@ def test_three_etcd_members_keep_the_tenant_serving_while_one_is_gone(operator):
     wait_for(written_while_one_is_gone, 60, "the tenant API to write with two members")
 
     def member_back():
-        pod = core.read_namespaced_pod("trio-etcd-1", NS)
+        try:
+            pod = core.read_namespaced_pod("trio-etcd-1", NS)
+        except ApiException as exc:
+            if exc.status == 404:  # the StatefulSet controller has not made the new pod yet
+                return False
+            raise
         ready = any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
         return pod.metadata.uid != gone and ready
 
