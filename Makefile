@@ -62,10 +62,10 @@ unit: install
 	$(PYTEST) tests/unit
 
 integration: install k8s cilium
-	$(PYTEST) tests/integration
+	$(PYTEST) --durations=12 tests/integration
 
 e2e: install
-	$(PYTEST) tests/e2e
+	$(PYTEST) --durations=15 tests/e2e
 
 test: install lint unit integration e2e
 

@@ -230,3 +230,54 @@ def signed_by(cert, ca_cert):
 
 def key_matches(cert, key):
     return public_key_pem(cert.public_key()) == public_key_pem(key)
+
+
+def wanted_spec(common_name, organizations=(), dns_names=(), ip_addresses=(), usages=("client",), is_ca=False):
+    """The certificate_spec() a certificate issued with these arguments has, for comparison."""
+    return {
+        "common_name": common_name,
+        "organizations": sorted(organizations),
+        "dns_names": sorted(dns_names),
+        "ip_addresses": sorted(str(ipaddress.ip_address(ip)) for ip in ip_addresses),
+        "server": not is_ca and "server" in usages,
+        "client": not is_ca and "client" in usages,
+        "is_ca": is_ca,
+    }
+
+
+SPEC_LABELS = (("common_name", "common name"), ("organizations", "organizations"), ("dns_names", "DNS names"),
+               ("ip_addresses", "IP addresses"), ("server", "server usage"), ("client", "client usage"),
+               ("is_ca", "CA flag"))
+
+
+def reissue_reason(cert_pem, key_pem, ca, wanted, renew_before_days=RENEW_BEFORE_DAYS, now=None):
+    """Why an existing pair (PEM bytes, None when absent) must be issued again, or None to keep it.
+
+    `ca` is the signing CertAndKey (None for a CA), `wanted` a wanted_spec().
+    """
+    if cert_pem is None or key_pem is None:
+        return "missing"
+    try:
+        cert = load_certificate_pem(cert_pem)
+        key = load_private_key_pem(key_pem)
+    except ValueError as exc:
+        return "unreadable (%s)" % exc
+    if not key_matches(cert, key):
+        return "key does not match certificate"
+    spec = certificate_spec(cert)
+    for field, label in SPEC_LABELS:
+        if spec[field] != wanted[field]:
+            return "%s differ" % label
+    if ca is not None and not signed_by(cert, ca.cert):
+        return "not signed by the given CA"
+    remaining = renewal_due(cert, renew_before_days, now=now)
+    if remaining is not None:
+        return "expires in %s" % describe_duration(remaining)
+    return None
+
+
+def describe_duration(delta):
+    seconds = max(0, int(delta.total_seconds()))
+    if seconds >= 86400:
+        return "%d days" % (seconds // 86400)
+    return "%d minutes" % (seconds // 60)

@@ -127,48 +127,8 @@ def _read(path):
         return fh.read()
 
 
-def _wanted(params):
-    ips = sorted(str(ipaddress.ip_address(ip)) for ip in params["ip_addresses"])
-    return {
-        "common_name": params["common_name"],
-        "organizations": sorted(params["organizations"]),
-        "dns_names": sorted(params["dns_names"]),
-        "ip_addresses": ips,
-        "server": not params["is_ca"] and "server" in params["usages"],
-        "client": not params["is_ca"] and "client" in params["usages"],
-        "is_ca": params["is_ca"],
-    }
-
-
-def _why_reissue(cert_path, key_path, ca, wanted, renew_before_days):
-    if not (os.path.exists(cert_path) and os.path.exists(key_path)):
-        return "missing"
-    try:
-        cert = pki.load_certificate_pem(_read(cert_path))
-        key = pki.load_private_key_pem(_read(key_path))
-    except ValueError as exc:
-        return "unreadable (%s)" % exc
-    if not pki.key_matches(cert, key):
-        return "key does not match certificate"
-    spec = pki.certificate_spec(cert)
-    for field, label in (("common_name", "common name"), ("organizations", "organizations"),
-                         ("dns_names", "DNS names"), ("ip_addresses", "IP addresses"),
-                         ("server", "server usage"), ("client", "client usage"), ("is_ca", "CA flag")):
-        if spec[field] != wanted[field]:
-            return "%s differ" % label
-    if ca is not None and not pki.signed_by(cert, ca.cert):
-        return "not signed by the given CA"
-    remaining = pki.renewal_due(cert, renew_before_days)
-    if remaining is not None:
-        return "expires in %s" % _duration(remaining)
-    return None
-
-
-def _duration(delta):
-    seconds = max(0, int(delta.total_seconds()))
-    if seconds >= 86400:
-        return "%d days" % (seconds // 86400)
-    return "%d minutes" % (seconds // 60)
+def _read_if_present(path):
+    return _read(path) if os.path.exists(path) else None
 
 
 def main():
@@ -215,8 +175,10 @@ def main():
         if not pki.certificate_spec(ca.cert)["is_ca"]:
             module.fail_json(msg="ca_path: %s.crt is not a CA certificate" % p["ca_path"])
 
-    wanted = _wanted(p)
-    reason = _why_reissue(cert_path, key_path, ca, wanted, p["renew_before_days"])
+    wanted = pki.wanted_spec(p["common_name"], p["organizations"], p["dns_names"], p["ip_addresses"], p["usages"],
+                             p["is_ca"])
+    reason = pki.reissue_reason(_read_if_present(cert_path), _read_if_present(key_path), ca, wanted,
+                                p["renew_before_days"])
     if reason is None:
         cert = pki.load_certificate_pem(_read(cert_path))
         module.exit_json(changed=False, cert=cert_path, key=key_path, reason="unchanged",

@@ -106,33 +106,13 @@ from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_client import
     api_client,
     describe,
 )
-
-# Left by client-side apply in earlier versions: a second copy of the data, dropped on the next store.
-LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
-
-
-def _safe_key(key):
-    return bool(key) and "/" not in key and key not in (".", "..")
-
-
-def _read(core, namespace, name):
-    try:
-        return core.read_namespaced_secret(name, namespace, _request_timeout=30)
-    except ApiException as exc:
-        if exc.status == 404:
-            return None
-        raise
-
-
-def _plain(k8s, obj):
-    """An API object as the plain dict (camelCase keys) a task would write."""
-    return k8s.ApiClient().sanitize_for_serialization(obj)
+from ansible_collections.kosmos.kubenest.plugins.module_utils.secrets import is_file_name, put_secret, read_secret
 
 
 def restore(module, core, p):
-    secret = _read(core, p["namespace"], p["name"])
+    secret = read_secret(core, p["namespace"], p["name"])
     data = (secret.data or {}) if secret is not None else {}
-    bad = sorted(k for k in data if not _safe_key(k))
+    bad = sorted(k for k in data if not is_file_name(k))
     if bad:
         module.fail_json(msg="Secret %s/%s has keys that are not file names: %s" % (p["namespace"], p["name"], bad))
     if not module.check_mode:
@@ -142,7 +122,7 @@ def restore(module, core, p):
 
 
 def store(module, k8s, core, p):
-    bad = sorted(f for f in p["files"] if not _safe_key(f))
+    bad = sorted(f for f in p["files"] if not is_file_name(f))
     if bad:
         module.fail_json(msg="files: not file names: %s" % bad)
     missing = sorted(f for f in p["files"] if not os.path.isfile(os.path.join(p["directory"], f)))
@@ -152,32 +132,10 @@ def store(module, k8s, core, p):
     for name in p["files"]:
         with open(os.path.join(p["directory"], name), "rb") as fh:
             data[name] = base64.b64encode(fh.read()).decode()
-    secret = _read(core, p["namespace"], p["name"])
-    result = dict(changed=False, found=secret is not None, keys=sorted(data))
-    if secret is None:
-        result["changed"] = True
-        if not module.check_mode:
-            core.create_namespaced_secret(p["namespace"], k8s.V1Secret(
-                metadata=k8s.V1ObjectMeta(name=p["name"], namespace=p["namespace"], labels=p["labels"] or None,
-                                          owner_references=p["owner_references"] or None),
-                type="Opaque", data=data), _request_timeout=30)
-        return result
-    annotations = dict(secret.metadata.annotations or {})
-    owners = [_plain(k8s, o) for o in secret.metadata.owner_references or []]
-    same = ((secret.data or {}) == data and (secret.metadata.labels or {}) == p["labels"]
-            and owners == p["owner_references"] and LAST_APPLIED not in annotations)
-    if same:
-        return result
-    result["changed"] = True
-    if not module.check_mode:
-        annotations.pop(LAST_APPLIED, None)
-        secret.metadata.annotations = annotations or None
-        secret.metadata.labels = p["labels"] or None
-        secret.metadata.owner_references = p["owner_references"] or None
-        secret.data = data
-        # replace carries the resourceVersion that was read: a concurrent writer makes this fail, not vanish
-        core.replace_namespaced_secret(p["name"], p["namespace"], secret, _request_timeout=30)
-    return result
+    secret = read_secret(core, p["namespace"], p["name"])
+    changed = put_secret(k8s, core, secret, p["namespace"], p["name"], data, p["labels"], p["owner_references"],
+                         check_mode=module.check_mode)
+    return dict(changed=changed, found=secret is not None, keys=sorted(data))
 
 
 def main():

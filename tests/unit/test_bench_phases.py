@@ -1,0 +1,74 @@
+"""bench/phases.py: a run's events folded into the phases of a virtual cluster's create."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+from bench import phases
+
+T0 = dt.datetime(2026, 1, 1, 12, 0, 0)
+
+
+def event(counter, seconds, name="playbook_on_task_start", role="", path="playbooks/virtualcluster.yml:1", task=""):
+    return {"counter": counter, "event": name, "created": (T0 + dt.timedelta(seconds=seconds)).isoformat(),
+            "event_data": {"role": role, "task_path": path, "task": task}}
+
+
+RUN = [
+    event(1, 0, name="playbook_on_start"),
+    event(2, 1, task="Check the request"),
+    event(3, 2, role="etcd", path="roles/etcd/tasks/hosted.yml:3", task="Issue or reuse the etcd PKI"),
+    event(4, 4, role="etcd", path="roles/etcd/tasks/hosted.yml:90", task="The etcd StatefulSet"),
+    event(5, 5, role="etcd", path="roles/etcd/tasks/hosted.yml:99", task="Wait until etcd is ready"),
+    event(6, 9, task="Control plane"),
+    event(7, 9.5, role="control_plane", path="roles/control_plane/tasks/hosted.yml:3",
+          task="Issue or reuse the control-plane PKI and kubeconfigs"),
+    event(8, 11, role="control_plane", path="roles/control_plane/tasks/hosted_rollout.yml:3",
+          task="Control-plane Deployments apiserver"),
+    event(9, 12, role="control_plane", path="roles/control_plane/tasks/hosted_rollout.yml:20",
+          task="Wait until the control plane is available"),
+    event(10, 18, role="control_plane", path="roles/control_plane/tasks/hosted_rollout.yml:3",
+          task="Control-plane Deployments controller-manager, scheduler"),
+    event(11, 19, role="control_plane", path="roles/control_plane/tasks/hosted_rollout.yml:20",
+          task="Wait until the control plane is available"),
+    event(12, 23, role="control_plane", path="roles/control_plane/tasks/hosted.yml:120",
+          task="Wait until tenants can reach the API server"),
+    event(13, 24, role="node_promote", path="roles/node_promote/tasks/tenant_access.yml:2",
+          task="Read the tenant's admin kubeconfig"),
+    event(14, 26, role="cilium", path="roles/cilium/tasks/main.yml:2", task="Pod network"),
+    event(15, 27, role="node_promote", path="roles/node_promote/tasks/claim.yml:2", task="Reserve the nodes"),
+    event(16, 30, role="coredns", path="roles/coredns/tasks/main.yml:2", task="CoreDNS"),
+    event(17, 31, name="playbook_on_stats"),
+]
+
+
+def test_every_second_of_the_run_lands_in_exactly_one_phase(tmp_path):
+    seconds, total, first, last = phases.phase_seconds(RUN)
+    assert total == 31 and sum(seconds.values()) == 31
+    assert seconds == {
+        "checks and ownership": 2.0,
+        "etcd PKI and objects": 2.0,
+        "etcd Ready": 5.5,  # the play-level "Control plane" include follows the etcd wait
+        "control-plane PKI and kubeconfigs": 1.5,
+        "apiserver Ready": 7.0,
+        "controllers Ready": 6.0,
+        "tenant kubeconfig and node prerequisites": 2.0,
+        "nodes (claim, promote, report)": 3.0,
+        "add-ons (pod network, DNS)": 2.0,
+        "other": 0.0,
+    }
+
+
+def test_the_table_adds_the_operators_time_around_the_run(tmp_path):
+    runs = tmp_path / "runs" / "run-20260101T120000-ns.vc1-abc123" / "artifacts" / "x" / "job_events"
+    runs.mkdir(parents=True)
+    for e in RUN:
+        (runs / f"{e['counter']}.json").write_text(json.dumps(e))
+    (runs / "partial.json").write_text('{"counter": 99, "ev')  # a run still writing
+    found = phases.find_run(tmp_path / "runs", "ns", "vc1")
+    created = (T0 - dt.timedelta(seconds=2)).replace(tzinfo=dt.UTC)
+    ready = (T0 + dt.timedelta(seconds=34)).replace(tzinfo=dt.UTC)
+    rows = dict(phases.table(found, created, ready))
+    assert rows["operator: event to run start"] == 2 and rows["operator: run end to Ready in status"] == 3
+    assert "other" not in rows and sum(rows.values()) == 36
