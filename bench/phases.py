@@ -13,8 +13,10 @@ from pathlib import Path
 PHASES = ["checks and ownership", "etcd PKI and objects", "etcd Ready", "control-plane PKI and kubeconfigs",
           "apiserver Ready", "controllers Ready", "tenant kubeconfig and node prerequisites",
           "nodes (claim, promote, report)", "add-ons (pod network, DNS)", "other"]
-ETCD_READY = {"The etcd StatefulSet", "Wait until etcd is ready"}
+ETCD_READY = {"The etcd StatefulSet", "Wait for etcd", "Wait until etcd is ready",
+              "Remove the snapshot chunks the members were restored from"}
 TENANT_FILES = {"tenant_access.yml", "tenant_prepare.yml"}
+ROLLOUT_FILES = {"hosted_rollout.yml", "rollout_group.yml"}
 
 
 def _time(text: str) -> dt.datetime:
@@ -42,7 +44,7 @@ def classify(role: str, path: str, task: str, current: str) -> str:
     if role == "control_plane":
         if task.startswith("Control-plane Deployments"):
             return "apiserver Ready" if "apiserver" in task else "controllers Ready"
-        if tasks_file == "hosted_rollout.yml" or task.startswith(("Wait until tenants", "Report")):
+        if tasks_file in ROLLOUT_FILES or task.startswith(("Wait until tenants", "Report")):
             return current
         return "control-plane PKI and kubeconfigs"
     if role == "node_promote":
