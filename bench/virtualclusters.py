@@ -69,6 +69,26 @@ def host_control_plane_memory(sb) -> float:
     return sum(int(v) for v in out.stdout.split()) * 1024
 
 
+def control_plane_pods(api, name: str) -> dict[str, int]:
+    from kubernetes import client as k8s
+
+    pods = k8s.CoreV1Api(api).list_namespaced_pod(NS, label_selector=f"kosmos.io/virtualcluster={name}").items
+    return {p.metadata.uid: sum(c.restart_count for c in p.status.container_statuses or []) for p in pods}
+
+
+def label_edit(api, log: Path, name: str) -> tuple[int, int]:
+    """Runs started, and pods replaced or restarted, in the 15 s after a label edit of a Ready virtual cluster."""
+    from kubernetes import client as k8s
+
+    runs, pods = log.read_text(errors="replace").count("with state present"), control_plane_pods(api, name)
+    k8s.CustomObjectsApi(api).patch_namespaced_custom_object("kosmos.io", "v1alpha1", NS, "virtualclusters", name,
+                                                             {"metadata": {"labels": {"bench": "edited"}}})
+    time.sleep(15)
+    after = control_plane_pods(api, name)
+    changed = sum(1 for uid, restarts in pods.items() if after.get(uid) != restarts)
+    return log.read_text(errors="replace").count("with state present") - runs, changed
+
+
 def restart(operator, logs: Path, count: int) -> tuple[float, int]:
     """Stop and start the operator; seconds until it resumed `count` VirtualClusters, and the runs it started."""
     operator.stop()
@@ -118,6 +138,8 @@ def main() -> int:
                                                      dt.datetime.now(dt.UTC))
                     time.sleep(IDLE_S)
                     results["one_idle_MiB"] = vc_memory(api, [name]) / MiB
+                    results["label_edit_runs"], results["label_edit_restarts"] = label_edit(
+                        api, Path(logs) / f"operator-{operator.starts}.log", name)
                 delete_s.append(delete_vc(api, NS, name))
             results["ready_s"] = statistics.median(ready_s)
             results["delete_s"] = statistics.median(delete_s)
@@ -160,6 +182,8 @@ def main() -> int:
           f"{r['one_idle_MiB']:10.0f}s1 {r['five_idle_MiB'] / r['one_idle_MiB']:7.2f}")
     print(f"{'5 deleted at once -> all gone (s)':48} {r['five_delete_s']:10.1f} {r['delete_s']:10.1f}s1 "
           f"{r['five_delete_s'] / r['delete_s']:7.2f}")
+    print(f"{'label edit of a Ready one: playbook runs started':48} {r['label_edit_runs']:10d}")
+    print(f"{'label edit of a Ready one: pods replaced/restarted':48} {r['label_edit_restarts']:10d}")
     print(f"{'operator restart with 5 Ready -> all resumed (s)':48} {r['restart_s']:10.1f} "
           f"{r['rerun_s']:10.1f}r1 {r['restart_s'] / r['rerun_s']:7.2f}")
     print(f"{'playbook runs started by that restart':48} {r['restart_runs']:10d}")

@@ -147,8 +147,8 @@ def main():
     except ApiException as exc:
         module.fail_json(msg="listing %s in %s failed: %s" % (query["kind"], p["namespace"], describe(exc)))
     except DynamicApiError as exc:
-        module.fail_json(msg="listing %s in %s failed: HTTP %s %s" % (query["kind"], p["namespace"], exc.status,
-                                                                    exc.reason))
+        failed = (query["kind"], p["namespace"], exc.status, exc.reason)
+        module.fail_json(msg="listing %s in %s failed: HTTP %s %s" % failed)
     module.exit_json(changed=False, results=results)
 
 

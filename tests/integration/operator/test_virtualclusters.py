@@ -90,6 +90,23 @@ def test_spec_change_runs_exactly_once_more(kube, operators):
     assert kube.vc(ns, "beta")["status"]["observedGeneration"] == kube.vc(ns, "beta")["metadata"]["generation"]
 
 
+def test_label_and_annotation_edits_run_nothing(kube, operators):
+    ns = kube.new_namespace(sleep=0)
+    operator = operators.start("operator", "--namespace", ns)
+    kube.create_vc(ns, "labelled", {})
+    wait_for_vc(kube, ns, "labelled", completed(), COMPLETED, "labelled Completed", operator)
+    assert stays(lambda: kube.runs(ns, "labelled")["present"] == 1, 5)
+    before = kube.vc(ns, "labelled")
+    kube.custom.patch_namespaced_custom_object(
+        "kosmos.io", "v1alpha1", ns, "virtualclusters", "labelled",
+        {"metadata": {"labels": {"team": "blue"}, "annotations": {"example.com/owner": "someone"}}})
+    assert stays(lambda: kube.runs(ns, "labelled")["present"] == 1, 10)
+    after = kube.vc(ns, "labelled")
+    assert after["metadata"]["labels"]["team"] == "blue"
+    assert after["status"]["phase"] == "Completed" and condition(after).get("status") == "True"
+    assert after["metadata"]["generation"] == before["metadata"]["generation"]
+
+
 def test_spec_change_during_a_run_is_picked_up_afterwards(kube, operators):
     ns = kube.new_namespace(sleep=2)
     operator = operators.start("operator", "--namespace", ns)
