@@ -5,21 +5,17 @@ from __future__ import annotations
 
 import kubernetes
 import pytest
-from kubernetes.client.rest import ApiException
 
 from tests.support.playbook import run_module
+from tests.support.virtualclusters import ensure_namespace
 
 NS = "object-metadata"
 
 
 @pytest.fixture(scope="module")
 def core(api_client):
+    ensure_namespace(api_client, NS)
     api = kubernetes.client.CoreV1Api(api_client)
-    try:
-        api.create_namespace({"metadata": {"name": NS}})
-    except ApiException as exc:
-        if exc.status != 409:
-            raise
     for name, labels in (("a", {"team": "x"}), ("b", {"team": "y"}), ("c", {"team": "x"})):
         api.create_namespaced_secret(NS, {"metadata": {"name": name, "labels": labels},
                                           "stringData": {"token": f"secret-value-{name}"}})

@@ -14,6 +14,7 @@ from cryptography.hazmat.primitives import hashes
 from kubernetes.client.rest import ApiException
 
 from tests.support.playbook import run_module
+from tests.support.virtualclusters import ensure_namespace
 
 NS = "pki-secrets"
 OWNER = [{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": "u-1"}]
@@ -38,12 +39,8 @@ def module(apiserver, check=False, **args):
 
 @pytest.fixture(scope="module")
 def core(api_client):
+    ensure_namespace(api_client, NS)
     api = kubernetes.client.CoreV1Api(api_client)
-    try:
-        api.create_namespace({"metadata": {"name": NS}})
-    except ApiException as exc:
-        if exc.status != 409:
-            raise
     return api
 
 

@@ -10,6 +10,7 @@ import pytest
 from kubernetes.client.rest import ApiException
 
 from tests.support.playbook import run_module
+from tests.support.virtualclusters import ensure_namespace
 
 NS = "secret-files"
 
@@ -20,12 +21,8 @@ def module(apiserver, check=False, **args):
 
 @pytest.fixture(scope="module")
 def core(api_client):
+    ensure_namespace(api_client, NS)
     api = kubernetes.client.CoreV1Api(api_client)
-    try:
-        api.create_namespace({"metadata": {"name": NS}})
-    except ApiException as exc:
-        if exc.status != 409:
-            raise
     return api
 
 
