@@ -31,7 +31,7 @@ WHEELS_IN_MACHINE = "var/cache/kubenest-agent/wheels"
 KEY_FILE = ".kubenest-image-key"
 # (source, path in the machine, mode)
 LAYER_FILES = (
-    (AGENT_SRC / "kubenest-agent.service", "etc/systemd/system/kubenest-agent.service", 0o644),
+    (REPO_ROOT / "roles/agent/files/kubenest-agent.service", "etc/systemd/system/kubenest-agent.service", 0o644),
     (FILES / "kubenest-cgroup-rw.service", "etc/systemd/system/kubenest-cgroup-rw.service", 0o644),
     (FILES / "cgroup_rw.py", "usr/local/lib/kubenest/cgroup_rw.py", 0o644),
     (FILES / "kubenest-net.service", "etc/systemd/system/kubenest-net.service", 0o644),

@@ -178,6 +178,76 @@ def test_a_killed_machine_is_booted_again(machines, sandbox_env):
     assert [r["agent"] for r in _status(sandbox_env)] == ["ok"] * 4
 
 
+def _changed(result, host: str) -> list[str]:
+    stats = result.host_stats(host)
+    failed = [(t["task"]["name"], t["hosts"][host].get("msg") or t["hosts"][host].get("stderr"))
+              for play in result.data["plays"] for t in play["tasks"]
+              if t["hosts"].get(host, {}).get("failed") or t["hosts"].get(host, {}).get("unreachable")]
+    assert stats["failures"] == 0 and stats["unreachable"] == 0, (failed, result.stderr[-3000:])
+    changed = [t["task"]["name"] for play in result.data["plays"] for t in play["tasks"]
+               if t["hosts"].get(host, {}).get("changed")]
+    assert stats["changed"] == 0 or changed, stats
+    return changed
+
+
+def test_install_agent_over_ssh_on_a_machine_without_it_then_remove_it(machines, tmp_path):
+    """playbooks/install_agent.yml over plain SSH onto a machine that has sshd and no agent: an ad-hoc command
+    then runs through the agent connection, a second run changes nothing, and remove_agent.yml leaves nothing."""
+    from sandbox.machines import bare, image, pki
+    from sandbox.machines.cli import hosts_file
+
+    ssh_key = tmp_path / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(ssh_key)], check=True)
+    name, ip = f"{PREFIX}-b1", str(list(machines.network.hosts())[-5])
+    machine = bare.up(machines, name, ip, ssh_key.with_suffix(".pub").read_text(), hosts_file(machines))
+    agent_paths = ["/opt/kubenest-agent", "/etc/kubenest-agent", "/var/lib/kubenest-agent", "/var/cache/kubenest-agent",
+                   "/usr/local/bin/kubenest-agent", "/etc/systemd/system/kubenest-agent.service"]
+
+    def present() -> list[str]:
+        return [p for p in agent_paths if machine.nsenter(["test", "-e", p], check=False).returncode == 0]
+    try:
+        assert present() == []
+        ssh_inventory = tmp_path / "ssh.yml"
+        ssh_inventory.write_text(yaml.safe_dump({"all": {"hosts": {name: {
+            "ansible_host": ip, "ansible_user": "root", "ansible_connection": "ssh",
+            "ansible_ssh_private_key_file": str(ssh_key), "ansible_python_interpreter": "/usr/bin/python3",
+            "ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"}}}}))
+        client = pki.client_files(machines)
+        wheelhouse = image.ensure_image(machines)[1]
+        args = ["-e", json.dumps({"kubenest_agent_wheelhouse": str(wheelhouse),
+                                  "kubenest_agent_ca_path": str(machines.pki_dir / "ca"),
+                                  "kubenest_agent_ca_file": client["ca"], "kubenest_agent_cert_file": client["cert"],
+                                  "kubenest_agent_key_file": client["key"]})]
+        install = REPO_ROOT / "playbooks/install_agent.yml"
+        first = run_playbook(install, ssh_inventory, tmp_path / "cp", *args, timeout=600)
+        assert _changed(first, name)
+        second = run_playbook(install, ssh_inventory, tmp_path / "cp", *args, timeout=600)
+        assert _changed(second, name) == []
+
+        agent_inventory = tmp_path / "agent.yml"
+        agent_inventory.write_text(yaml.safe_dump({"all": {"hosts": {name: {
+            "ansible_host": ip, "ansible_connection": "kosmos.kubenest.nodeagent",
+            "ansible_python_interpreter": "/usr/bin/python3", "kubenest_agent_ca_file": client["ca"],
+            "kubenest_agent_cert_file": client["cert"], "kubenest_agent_key_file": client["key"]}}}}))
+        adhoc = subprocess.run([str(Path(sys.executable).parent / "ansible"), "-i", str(agent_inventory), name,
+                                "-m", "ansible.builtin.command", "-a", "cat /etc/hostname"],
+                               capture_output=True, text=True, timeout=120, check=False,
+                               env={**os.environ, "KUBENEST_AGENT_CONTROL_DIR": str(tmp_path / "cp"),
+                                    "ANSIBLE_NOCOLOR": "1"})
+        assert adhoc.returncode == 0 and f"{name} | CHANGED | rc=0 >>\n{name}" in adhoc.stdout, adhoc.stdout
+
+        remove = REPO_ROOT / "playbooks/remove_agent.yml"
+        assert _changed(run_playbook(remove, ssh_inventory, tmp_path / "cp", timeout=300), name)
+        assert present() == []
+        units = machine.nsenter(["systemctl", "list-units", "--all", "--plain", "--no-legend", "kubenest-agent*"])
+        assert units.stdout.strip() == ""
+        listening = machine.nsenter(["ss", "-Hltn", "sport = :7443"]).stdout.strip()
+        assert listening == ""
+        assert _changed(run_playbook(remove, ssh_inventory, tmp_path / "cp", timeout=300), name) == []
+    finally:
+        machine.destroy()
+
+
 def test_fewer_and_more_workers(machines, sandbox_env):
     _make_ok("nodes", {**sandbox_env, "KUBENEST_WORKERS": "2"}, timeout=300)
     assert [r["name"] for r in _status(sandbox_env)] == ["kt-cp1", "kt-w1", "kt-w2"]
