@@ -51,7 +51,8 @@ def ensure_image(sb: Sandbox) -> tuple[Path, str]:
 
 
 class BareMachine(Machine):
-    def personalize(self, hosts: str, authorized_key: str) -> None:
+    def prepare(self, hosts: str, authorized_key: str) -> None:
+        """Its identity, address, own SSH host keys and the one key allowed to log in as root."""
         root, write = self.root, image.write_file
         write(root / "etc/hostname", f"{self.name}\n".encode(), 0o644)
         write(root / "etc/hosts", hosts.encode(), 0o644)
@@ -75,7 +76,7 @@ def up(sb: Sandbox, name: str, ip: str, authorized_key: str, hosts: str, timeout
         root, key = ensure_image(sb)
         machine.create(root, key)
     machine.save_state(ip=ip, role=ROLE)
-    machine.personalize(hosts, authorized_key)
+    machine.prepare(hosts, authorized_key)
     if not machine.running():
         machine.stop(grace=5)
         machine.start()
