@@ -1,0 +1,136 @@
+"""The AWX job templates (awx/controller.yml) run the way AWX runs them (tests/support/awx.py): transmit, worker,
+process, with the survey answers as !unsafe extra vars and the credentials injected by their credential types,
+against the sandbox and its operator."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from ansible_collections.kosmos.kubenest.plugins.module_utils import etcd_backup_file
+from kubernetes import client as k8s
+
+from sandbox.machines.config import from_env
+from sandbox.machines.pki import client_files
+from sandbox.operator import write_site_vars
+from tests.support.awx import AwxJob, JobResult, job_template
+from tests.support.nodes import assert_back_in_host_clean, globalnode, tenant_api
+from tests.support.virtualclusters import (
+    OperatorProcess,
+    delete_vc,
+    get_vc,
+    install_crds,
+    sandbox_operator_paused,
+)
+
+NS = "kubenest-e2e-awx"
+CREATE = "kosmos.kubenest create or update a virtual cluster"
+NODES = "kosmos.kubenest promote or return nodes"
+DELETE = "kosmos.kubenest delete a virtual cluster"
+BACKUP, CHECK = "kosmos.kubenest back up a virtual cluster", "kosmos.kubenest check the node agents"
+
+
+@pytest.fixture(scope="module")
+def awx(host_cluster, tmp_path_factory):
+    sb, api = host_cluster
+    kubeconfig = sb.state_dir / "kubeconfig"
+    install_crds(kubeconfig)
+    files = client_files(from_env())
+    credentials = {
+        "kosmos.kubenest host cluster": {"kubeconfig": kubeconfig.read_text()},
+        "kosmos.kubenest node agent client": {"ca_cert": Path(files["ca"]).read_text(),
+                                              "client_cert": Path(files["cert"]).read_text(),
+                                              "client_key": Path(files["key"]).read_text()}}
+    jobs: list[AwxJob] = []
+
+    def launch(template: str, answers: dict) -> JobResult:
+        needed = job_template(template)["credential_types"]
+        job = AwxJob(tmp_path_factory.mktemp("job"), template, answers, {k: credentials[k] for k in needed})
+        jobs.append(job)
+        started = time.monotonic()
+        result = job.run()
+        print(f"\n{template}: {result.status} in {time.monotonic() - started:.0f}s")
+        return result
+
+    with sandbox_operator_paused():
+        site_vars = write_site_vars(sb.state_dir)
+        proc = OperatorProcess(kubeconfig, tmp_path_factory.mktemp("operator"), "--site-vars", str(site_vars),
+                               "--node-wait-interval", "5", "--resync-interval", "10").start()
+        try:
+            yield sb, api, launch, jobs
+        finally:
+            leftovers = k8s.CustomObjectsApi(api).list_namespaced_custom_object("kosmos.io", "v1alpha1", NS,
+                                                                                "virtualclusters")["items"]
+            for vc in leftovers:
+                delete_vc(api, NS, vc["metadata"]["name"], timeout=600)
+            proc.stop()
+
+
+def _successful(result: JobResult) -> JobResult:
+    assert (result.status, result.rc) == ("successful", 0), result.stdout[-6000:]
+    return result
+
+
+def _tenant_nodes(api, name: str) -> set[str]:
+    tenant = tenant_api(api, NS, name)
+    return {n.metadata.name for n in k8s.CoreV1Api(tenant).list_node().items
+            if any(c.type == "Ready" and c.status == "True" for c in n.status.conditions)}
+
+
+def test_a_survey_answer_is_data_never_a_template(awx):
+    _sb, _api, launch, _jobs = awx
+    marker = Path(f"/tmp/kn-awx-{uuid.uuid4().hex[:8]}")
+    hostile = f"{{{{ lookup('pipe','touch {marker}') }}}}"
+    result = launch(CREATE, {"kubenest_vc_namespace": NS, "kubenest_vc_name": hostile})
+    assert result.status == "failed"
+    assert not marker.exists()
+    # refused as the text it is
+    assert "must be DNS labels" in result.stdout and f"touch {marker}" in result.stdout, result.stdout[-3000:]
+
+
+def test_create_promote_return_back_up_check_and_delete_through_the_job_templates(awx, tmp_path):
+    sb, api, launch, jobs = awx
+    _successful(launch(CREATE, {"kubenest_vc_namespace": NS, "kubenest_vc_name": "portal",
+                                "kubenest_vc_pod_network": "bridge", "kubenest_vc_nodes": "kn-w1"}))
+    assert _tenant_nodes(api, "portal") == {"kn-w1"}
+    assert globalnode(api, "kn-w1")["status"]["virtualCluster"] == f"{NS}/portal"
+    admin_kubeconfig = k8s.CoreV1Api(api).read_namespaced_secret("portal-admin-kubeconfig", NS).data["kubeconfig"]
+
+    _successful(launch(NODES, {"kubenest_vc_namespace": NS, "kubenest_vc_name": "portal",
+                               "kubenest_vc_nodes": "kn-w2"}))
+    assert _tenant_nodes(api, "portal") == {"kn-w2"}
+    assert_back_in_host_clean(sb, api, "kn-w1")
+    assert get_vc(api, NS, "portal")["spec"]["podNetwork"] == "bridge"  # the rest of the spec stayed
+
+    dest, passphrase = tmp_path / "portal.kbk", "correct horse battery staple"
+    _successful(launch(BACKUP, {"kubenest_backup_namespace": NS, "kubenest_backup_name": "portal",
+                                "kubenest_backup_dest": str(dest), "kubenest_backup_passphrase": passphrase}))
+    assert dest.stat().st_size > 0 and (dest.stat().st_mode & 0o777) == 0o600
+    document = etcd_backup_file.unseal(dest.read_bytes(), passphrase)
+    assert document["virtualCluster"]["name"] == "portal" and document["etcd"]["snapshot"]
+
+    check = _successful(launch(CHECK, {"kubenest_check_nodes": "globalnodes"}))
+    for node in ("kn-w1", "kn-w2", "kn-w3"):
+        assert f"{node}: Linux" in check.stdout, check.stdout[-3000:]
+
+    refused = launch(DELETE, {"kubenest_vc_namespace": NS, "kubenest_vc_name": "portal",
+                              "kubenest_vc_confirm": "other"})
+    assert refused.status == "failed" and get_vc(api, NS, "portal") is not None
+    _successful(launch(DELETE, {"kubenest_vc_namespace": NS, "kubenest_vc_name": "portal",
+                                "kubenest_vc_confirm": "portal"}))
+    assert get_vc(api, NS, "portal") is None
+    assert_back_in_host_clean(sb, api, "kn-w2")
+
+    # What AWX keeps of the jobs (events, stdout) holds none of the credentials and secrets they handled.
+    host_key = next(line.split(":", 1)[1].strip() for line in (sb.state_dir / "kubeconfig").read_text().splitlines()
+                    if "client-key-data" in line)
+    secrets = {"host key": host_key, "tenant kubeconfig": admin_kubeconfig, "passphrase": passphrase,
+               "agent key": Path(client_files(from_env())["key"]).read_text().splitlines()[1]}
+    for job in jobs:
+        for directory in (job.results, job.worker_dir / "artifacts"):
+            for path in (p for p in directory.rglob("*") if p.is_file()):
+                text = path.read_text(errors="replace")
+                leaked = [what for what, value in secrets.items() if value in text]
+                assert not leaked, f"{path} holds {leaked}"

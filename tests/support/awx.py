@@ -1,0 +1,175 @@
+"""AWX's way of running a job template, without AWX: the same private data dir and the same three processes.
+
+AWX renders a credential type's injectors with Jinja2 in a sandbox (files into the job's private data dir, their
+paths into `tower.filename.<name>`), runs the inventory source with the credential's environment and hands the job a
+script that prints the result, writes survey answers to env/extravars marked !unsafe, and runs
+`ansible-runner transmit | ansible-runner worker | ansible-runner process` (the worker in the execution environment).
+This does the same on this machine, from the definitions in awx/controller.yml.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from jinja2 import StrictUndefined
+from jinja2.sandbox import SandboxedEnvironment
+
+from sandbox.machines.config import REPO_ROOT
+
+VENV_BIN = Path(sys.executable).parent
+PROJECT_DIRS = ("playbooks", "awx")  # what the AWX project (this repository) contributes to a job
+
+
+class _Unsafe(str):
+    pass
+
+
+class _Loader(yaml.SafeLoader):
+    pass
+
+
+_Loader.add_constructor("!unsafe", lambda loader, node: _Unsafe(loader.construct_scalar(node)))
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+_Dumper.add_representer(_Unsafe, lambda dumper, value: dumper.represent_scalar("!unsafe", str(value)))
+
+
+def definitions() -> dict:
+    # a SafeLoader that also reads the !unsafe tag
+    return yaml.load((REPO_ROOT / "awx/controller.yml").read_text(), Loader=_Loader)
+
+
+def job_template(name: str) -> dict:
+    return next(t for t in definitions()["kubenest_awx_job_templates"] if t["name"] == name)
+
+
+def credential_type(name: str) -> dict:
+    return next(t for t in definitions()["kubenest_awx_credential_types"] if t["name"] == name)
+
+
+def check_answers(template: dict, answers: dict) -> None:
+    """What AWX's survey checks before it launches: required answers, choices, lengths and ranges."""
+    questions = {q["variable"]: q for q in template["survey"]}
+    unknown = set(answers) - set(questions)
+    assert not unknown, f"{template['name']}: no survey question for {sorted(unknown)}"
+    for variable, q in questions.items():
+        if variable not in answers:
+            assert not q.get("required") or "default" in q, f"{template['name']}: {variable} is required"
+            continue
+        value = answers[variable]
+        if q["type"] == "integer":
+            assert isinstance(value, int) and q.get("min", value) <= value <= q.get("max", value), (variable, value)
+        else:
+            assert isinstance(value, str) and len(value) <= q.get("max", 1024), (variable, value)
+        if q["type"] == "multiplechoice":
+            assert value in q["choices"], (variable, value)
+
+
+def _unsafe(value):
+    if isinstance(value, str):
+        return _Unsafe(value)
+    if isinstance(value, dict):
+        return {k: _unsafe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unsafe(v) for v in value]
+    return value
+
+
+@dataclass
+class JobResult:
+    status: str
+    rc: int
+    stdout: str
+    artifacts: Path
+
+    def events(self) -> list[dict]:
+        return [json.loads(p.read_text()) for p in sorted((self.artifacts / "job_events").glob("*.json"))]
+
+
+class AwxJob:
+    """One launch of a job template: `credentials` maps credential type names to their inputs."""
+
+    def __init__(self, workdir: Path, template_name: str, answers: dict, credentials: dict[str, dict]):
+        self.template = job_template(template_name)
+        check_answers(self.template, answers)
+        missing = set(self.template["credential_types"]) - set(credentials)
+        assert not missing, f"{template_name} needs credentials of the types {sorted(missing)}"
+        self.workdir, self.answers, self.credentials = workdir, answers, credentials
+        self.private = workdir / "private"    # what the controller prepares and transmits
+        self.worker_dir = workdir / "worker"  # where the worker (the execution environment) unpacks it
+        self.results = workdir / "results"    # what `process` makes of the worker's stream
+
+    def _inject(self) -> dict[str, str]:
+        env, jinja = {}, SandboxedEnvironment(undefined=StrictUndefined)
+        for type_name in self.template["credential_types"]:
+            ctype, inputs = credential_type(type_name), self.credentials[type_name]
+            files = {}
+            for key, template in ctype["injectors"].get("file", {}).items():
+                name = key.split(".", 1)[1]
+                relative = Path("env") / f"cred-{re.sub(r'[^a-z0-9]+', '-', type_name.lower())}-{name}"
+                path = self.private / relative
+                path.write_text(jinja.from_string(template).render(**inputs))
+                path.chmod(0o600)
+                files[name] = str(self.worker_dir / relative)
+            for key, template in ctype["injectors"].get("env", {}).items():
+                env[key] = jinja.from_string(template).render(**inputs, tower={"filename": files})
+        return env
+
+    def _inventory(self, env: dict[str, str]) -> None:
+        """The inventory source's update (ansible-inventory with the credential's environment), as a script."""
+        source = definitions()["kubenest_awx_inventory_source"]
+        proc = subprocess.run([str(VENV_BIN / "ansible-inventory"), "-i", str(REPO_ROOT / source["source_path"]),
+                               "--list"], capture_output=True, text=True, timeout=120, check=False,
+                              env={**os.environ, **self._local(env)})
+        assert proc.returncode == 0, proc.stderr
+        data = json.loads(proc.stdout)
+        script = self.private / "inventory" / "hosts"
+        script.parent.mkdir(parents=True)
+        script.write_text("#!/usr/bin/env python3\nimport json, sys\n"
+                          f"DATA = {json.dumps(data)!r}\n"
+                          "print(DATA if '--list' in sys.argv else '{}')\n")
+        script.chmod(0o755)
+
+    def _local(self, env: dict[str, str]) -> dict[str, str]:
+        # Before transmission the files live in the controller's copy of the private data dir.
+        return {k: v.replace(str(self.worker_dir), str(self.private)) for k, v in env.items()}
+
+    def run(self, timeout: float = 1200) -> JobResult:
+        (self.private / "env").mkdir(parents=True)
+        for name in PROJECT_DIRS:
+            shutil.copytree(REPO_ROOT / name, self.private / "project" / name)
+        env = self._inject()
+        self._inventory(env)
+        envvars = {**env, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0",
+                   "KUBENEST_AGENT_CONTROL_DIR": str(self.workdir / "agent-control")}
+        (self.private / "env" / "envvars").write_text(yaml.safe_dump(envvars))
+        (self.private / "env" / "extravars").write_text(yaml.dump(_unsafe(self.answers), Dumper=_Dumper))
+        runner = str(VENV_BIN / "ansible-runner")
+        path_env = {**os.environ, "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '')}"}
+        transmit = subprocess.Popen([runner, "transmit", str(self.private), "-p", self.template["playbook"],
+                                     "--ident", "job"], stdout=subprocess.PIPE, env=path_env)
+        worker = subprocess.Popen([runner, "worker", "--private-data-dir", str(self.worker_dir)],
+                                  stdin=transmit.stdout, stdout=subprocess.PIPE, env=path_env)
+        transmit.stdout.close()
+        process = subprocess.run([runner, "process", str(self.results), "--ident", "job"], stdin=worker.stdout,
+                                 capture_output=True, text=True, timeout=timeout, env=path_env, check=False)
+        worker.stdout.close()
+        worker.wait(timeout=60)  # exits with the job's status; the artifacts below say what happened
+        assert transmit.wait(timeout=60) == 0, process.stderr
+        artifacts = self.results / "artifacts" / "job"
+        status = (artifacts / "status").read_text().strip() if (artifacts / "status").is_file() else "missing"
+        rc = int((artifacts / "rc").read_text()) if (artifacts / "rc").is_file() else -1
+        stdout = (artifacts / "stdout").read_text() if (artifacts / "stdout").is_file() else process.stdout
+        return JobResult(status, rc, stdout, artifacts)
