@@ -17,7 +17,7 @@ SCENARIOS = sorted(p.parent.name for p in (REPO / "extensions/molecule").glob("*
 
 
 def test_every_role_api_side_has_a_scenario():
-    assert {"coredns", "cilium"} <= set(SCENARIOS)
+    assert {"coredns", "cilium", "control_plane"} <= set(SCENARIOS)
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
