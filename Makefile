@@ -20,7 +20,7 @@ down:
 	rm -rf .sandbox/cluster-pki .sandbox/group_vars .sandbox/host_vars .sandbox/kubeconfig .sandbox/sample.kubeconfig \
 	  .sandbox/operator.log .sandbox/operator.pid
 
-.PHONY: help install system-deps lint ruff ansible-lint sanity unit integration e2e test test-long bench k8s cilium images apiserver up down clean
+.PHONY: help install system-deps lint ruff ansible-lint sanity unit integration e2e test test-long bench k8s cilium images operator-image apiserver up down clean
 
 help:
 	@echo "make up        local sandbox host cluster, operator and a sample virtual cluster"
@@ -30,6 +30,7 @@ help:
 	@echo "make k8s       build (or reuse) the pinned Kubernetes binaries; prints their directory"
 	@echo "make cilium    build (or reuse) the pinned Cilium agent, CNI plugin and operator; prints their directory"
 	@echo "make images    build (or reuse) OCI archives of the control-plane and pause images; prints their directory"
+	@echo "make operator-image  build (or reuse) the operator's OCI archive (Python rootfs + collection); prints its path"
 	@echo "make apiserver run a real etcd + kube-apiserver on loopback in the foreground (Ctrl-C stops it)"
 	@echo "make down      remove the sandbox"
 
@@ -87,6 +88,9 @@ cilium:
 
 images: k8s cilium
 	@python3 sandbox/images/build_images.py
+
+operator-image: install
+	@$(PY) sandbox/images/operator_image.py
 
 apiserver: install k8s
 	@$(PY) -m tests.support.apiserver

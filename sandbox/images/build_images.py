@@ -183,35 +183,39 @@ def write_archive(spec: ImageSpec, dest: Path) -> Blob:
     with tempfile.TemporaryDirectory(dir=dest.parent) as scratch:
         layer_path = Path(scratch) / "layer"
         layer, diff_id = write_layer(spec, layer_path)
-        config = canonical_json(image_config(spec, diff_id))
-        config_blob = Blob("sha256:" + hashlib.sha256(config).hexdigest(), len(config))
-        manifest = canonical_json({
-            "schemaVersion": 2,
-            "mediaType": MEDIA_MANIFEST,
-            "config": config_blob.descriptor(MEDIA_CONFIG),
-            "layers": [layer.descriptor(MEDIA_LAYER)],
-        })
-        manifest_blob = Blob("sha256:" + hashlib.sha256(manifest).hexdigest(), len(manifest))
-        manifest_descriptor = manifest_blob.descriptor(MEDIA_MANIFEST)
-        manifest_descriptor["annotations"] = {ANNOTATION_REF: spec.ref, ANNOTATION_CONTAINERD_NAME: spec.ref}
-        manifest_descriptor["platform"] = {"architecture": "amd64", "os": "linux"}
-        index = canonical_json({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
-                                "manifests": [manifest_descriptor]})
+        return write_layout(dest, spec.ref, canonical_json(image_config(spec, diff_id)), layer, layer_path)
 
-        def blob_name(blob: Blob) -> str:
-            return "blobs/sha256/" + blob.digest.split(":", 1)[1]
 
-        partial = dest.with_name(dest.name + ".partial")
-        with tarfile.open(partial, mode="w", format=tarfile.USTAR_FORMAT) as tar:
-            add_bytes(tar, "oci-layout", canonical_json({"imageLayoutVersion": "1.0.0"}))
-            add_bytes(tar, "index.json", index)
-            tar.addfile(tar_member("blobs/", kind=tarfile.DIRTYPE, mode=0o755))
-            tar.addfile(tar_member("blobs/sha256/", kind=tarfile.DIRTYPE, mode=0o755))
-            add_bytes(tar, blob_name(manifest_blob), manifest)
-            add_bytes(tar, blob_name(config_blob), config)
-            with layer_path.open("rb") as f:
-                tar.addfile(tar_member(blob_name(layer), size=layer.size), f)
-        partial.replace(dest)
+def write_layout(dest: Path, ref: str, config: bytes, layer: Blob, layer_path: Path) -> Blob:
+    """The OCI image-layout tar of a one-layer image named `ref`; returns the manifest blob."""
+    config_blob = Blob("sha256:" + hashlib.sha256(config).hexdigest(), len(config))
+    manifest = canonical_json({
+        "schemaVersion": 2,
+        "mediaType": MEDIA_MANIFEST,
+        "config": config_blob.descriptor(MEDIA_CONFIG),
+        "layers": [layer.descriptor(MEDIA_LAYER)],
+    })
+    manifest_blob = Blob("sha256:" + hashlib.sha256(manifest).hexdigest(), len(manifest))
+    manifest_descriptor = manifest_blob.descriptor(MEDIA_MANIFEST)
+    manifest_descriptor["annotations"] = {ANNOTATION_REF: ref, ANNOTATION_CONTAINERD_NAME: ref}
+    manifest_descriptor["platform"] = {"architecture": "amd64", "os": "linux"}
+    index = canonical_json({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+                            "manifests": [manifest_descriptor]})
+
+    def blob_name(blob: Blob) -> str:
+        return "blobs/sha256/" + blob.digest.split(":", 1)[1]
+
+    partial = dest.with_name(dest.name + ".partial")
+    with tarfile.open(partial, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        add_bytes(tar, "oci-layout", canonical_json({"imageLayoutVersion": "1.0.0"}))
+        add_bytes(tar, "index.json", index)
+        tar.addfile(tar_member("blobs/", kind=tarfile.DIRTYPE, mode=0o755))
+        tar.addfile(tar_member("blobs/sha256/", kind=tarfile.DIRTYPE, mode=0o755))
+        add_bytes(tar, blob_name(manifest_blob), manifest)
+        add_bytes(tar, blob_name(config_blob), config)
+        with layer_path.open("rb") as f:
+            tar.addfile(tar_member(blob_name(layer), size=layer.size), f)
+    partial.replace(dest)
     return manifest_blob
 
 
