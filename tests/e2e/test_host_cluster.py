@@ -212,6 +212,8 @@ def test_node_credentials_are_system_node_and_cannot_read_secrets(cluster):
 
 def test_second_bootstrap_run_changes_nothing(cluster):
     proc = _run("-m", "sandbox.cluster", "up", env={"ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json"})
-    stats = json.loads(proc.stdout[proc.stdout.index("{"):proc.stdout.rindex("}") + 1])["stats"]
-    changed = {host: s["changed"] for host, s in stats.items() if s["changed"]}
-    assert not changed, f"second run changed: {changed}"
+    result = json.loads(proc.stdout[proc.stdout.index("{"):proc.stdout.rindex("}") + 1])
+    changed = {host: s["changed"] for host, s in result["stats"].items() if s["changed"]}
+    tasks = sorted({(t["task"]["name"], host) for play in result["plays"] for t in play["tasks"]
+                    for host, r in t["hosts"].items() if r.get("changed")})
+    assert not changed, f"second run changed: {changed} in {tasks}"
