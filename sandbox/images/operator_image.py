@@ -46,6 +46,7 @@ TRIM = ("usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/locale", 
         "usr/share/lintian", "usr/share/bash-completion")
 SKIP_TOP = {"dev", "proc", "sys", "run"}  # filled by the runtime
 BUILD_CGROUP_GROUP = "kubenest-image-builds"
+WHEELS_IN_IMAGE = "/var/cache/kubenest-wheels"  # not /tmp: nspawn mounts a tmpfs there
 
 
 def version() -> str:
@@ -99,7 +100,7 @@ def install_collections(root: Path, scratch: Path) -> None:
 
 def build_root(base: Path, work: Path, scratch: Path) -> None:
     subprocess.run(["cp", "-a", "--reflink=auto", str(base), str(work)], check=True)
-    wheels = work / "var/cache/kubenest-wheels"  # nspawn mounts a tmpfs over /tmp
+    wheels = work / WHEELS_IN_IMAGE.lstrip("/")
     wheelhouse(wheels)
     # A cgroup of its own, outside the sandbox's: `make down` must not kill a build that runs meanwhile.
     dirs = cgroups.create(BUILD_CGROUP_GROUP, f"operator-image-{os.getpid()}")
@@ -107,7 +108,7 @@ def build_root(base: Path, work: Path, scratch: Path) -> None:
         run = nspawn_runner(work, dirs)
         run(["/usr/bin/python3", "-m", "venv", VENV])
         run([f"{VENV}/bin/python", "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-index",
-             "--find-links", "/var/cache/kubenest-wheels", "kubenest-operator", "ansible-core", "kubernetes",
+             "--find-links", WHEELS_IN_IMAGE, "kubenest-operator", "ansible-core", "kubernetes",
              "cryptography", "websockets"])
         run([f"{VENV}/bin/python", "-m", "pip", "uninstall", "-q", "-y", "pip"])  # nothing installs at run time
     finally:
