@@ -177,7 +177,9 @@ def image_config(tag: str, diff_id: str) -> dict:
             "User": f"{USER}:{USER}",
             "Entrypoint": [f"{VENV}/bin/kubenest-operator"],
             "Env": [f"PATH={VENV}/bin:/usr/sbin:/usr/bin:/sbin:/bin", f"HOME={HOME}",
-                    f"ANSIBLE_COLLECTIONS_PATH={COLLECTIONS}", "PYTHONDONTWRITEBYTECODE=1", "LANG=C.UTF-8"],
+                    f"ANSIBLE_COLLECTIONS_PATH={COLLECTIONS}", "PYTHONDONTWRITEBYTECODE=1", "LANG=C.UTF-8",
+                    # the operator imports the collection's module_utils and finds its playbooks through it
+                    f"PYTHONPATH={COLLECTIONS}"],
             "WorkingDir": "/",
             "Labels": {"org.opencontainers.image.version": tag, "org.opencontainers.image.title": NAME},
         },

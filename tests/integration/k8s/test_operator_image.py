@@ -60,8 +60,11 @@ def test_the_image_runs_the_operator_as_non_root_on_a_read_only_root(containerd,
     assert (ident.returncode, ident.stdout.strip()) == (0, "65532"), ident.stderr
     usage = run("op-help", "/opt/kubenest/bin/kubenest-operator", "--help")
     assert usage.returncode == 0 and "--all-namespaces" in usage.stdout, usage.stderr
-    imports = run("op-imports", "python", "-c", "import kopf, ansible_runner, kubernetes, websockets, cryptography")
+    imports = run("op-imports", "python", "-c", "import kopf, ansible_runner, kubernetes, websockets, cryptography; "
+                  "import kubenest_operator.handlers; from kubenest_operator.settings import default_playbook_dir; "
+                  "print(default_playbook_dir())")
     assert imports.returncode == 0, imports.stderr
+    assert imports.stdout.strip() == "/opt/kubenest/collections/ansible_collections/kosmos/kubenest/playbooks"
     collections = run("op-collections", "ansible-galaxy", "collection", "list", "--format", "json")
     assert collections.returncode == 0, collections.stderr
     installed = {name for path in json.loads(collections.stdout).values() for name in path}
