@@ -16,12 +16,24 @@ SAMPLE = REPO_ROOT / "deploy" / "samples" / "virtualcluster.yaml"
 TIMEOUT_S = 900
 
 
+def kubectl_path() -> str:
+    """The kubectl built with the other Kubernetes binaries (make k8s): nothing else installs one."""
+    built = subprocess.run(["bash", str(REPO_ROOT / "sandbox/k8s/build.sh")], capture_output=True, text=True,
+                           check=True).stdout
+    return str(Path(built.strip().splitlines()[-1]) / "kubectl")
+
+
+KUBECTL = "kubectl"
+
+
 def kubectl(kubeconfig, *args, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), *args], capture_output=True, text=True,
+    return subprocess.run([KUBECTL, "--kubeconfig", str(kubeconfig), *args], capture_output=True, text=True,
                           check=False, **kwargs)
 
 
 def main() -> int:
+    global KUBECTL
+    KUBECTL = kubectl_path()
     sb = from_env()
     kubeconfig = sb.state_dir / "kubeconfig"
     sample = yaml.safe_load(SAMPLE.read_text())
@@ -39,7 +51,7 @@ def main() -> int:
     if applied.returncode != 0:
         print(f"error: {applied.stderr.strip()}", file=sys.stderr)
         return 2
-    print(f"waiting for VirtualCluster {ns}/{name} (kubectl --kubeconfig {kubeconfig} -n {ns} get vc -w)")
+    print(f"waiting for VirtualCluster {ns}/{name} ({KUBECTL} --kubeconfig {kubeconfig} -n {ns} get vc -w)")
     deadline = time.monotonic() + TIMEOUT_S
     while time.monotonic() < deadline:
         got = kubectl(kubeconfig, "-n", ns, "get", "vc", name, "-o", "yaml")
@@ -58,8 +70,8 @@ def main() -> int:
             out.chmod(0o600)
             print(f"VirtualCluster {ns}/{name} is Ready at {vc['status'].get('endpoint')}")
             print(f"  its kubeconfig: {out}")
-            print(f"  try:            kubectl --kubeconfig {out} get namespaces")
-            print(f"  or fetch it:    kubectl --kubeconfig {kubeconfig} -n {ns} get secret "
+            print(f"  try:            {KUBECTL} --kubeconfig {out} get namespaces")
+            print(f"  or fetch it:    {KUBECTL} --kubeconfig {kubeconfig} -n {ns} get secret "
                   f"{vc['status']['kubeconfigSecretRef']['name']} -o jsonpath='{{.data.kubeconfig}}' | base64 -d")
             return 0
         if ready and ready[0].get("reason") in ("InvalidSpec", "Unsatisfiable", "InvalidRequest"):

@@ -7,7 +7,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 . "$here/../../versions.env"
 cache_root="${KUBENEST_CACHE:-$HOME/.cache/kubenest}"
 out="$cache_root/k8s/$KUBERNETES_VERSION-etcd-$ETCD_VERSION/bin"
-components=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubeadm)
+components=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubeadm kubectl)
 
 have_all() {
   for c in "${components[@]}" etcd; do [ -x "$out/$c" ] || return 1; done
