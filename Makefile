@@ -11,14 +11,14 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 up: install k8s images nodes
 	$(PY) -m sandbox.cluster up
-	$(PY) -m sandbox.operator start
+	$(PY) -m sandbox.operator deploy
 	$(PY) -m sandbox.sample
 
 down:
 	-@[ -x $(PY) ] && $(PY) -m sandbox.operator stop
 	$(MAKE) --no-print-directory nodes-down
 	rm -rf .sandbox/cluster-pki .sandbox/group_vars .sandbox/host_vars .sandbox/kubeconfig .sandbox/sample.kubeconfig \
-	  .sandbox/operator.log .sandbox/operator.pid
+	  .sandbox/operator.log .sandbox/operator.pid .sandbox/operator.mode .sandbox/operator-install.json
 
 .PHONY: help install system-deps lint ruff ansible-lint sanity unit integration e2e test test-long bench k8s cilium images operator-image apiserver up down clean
 

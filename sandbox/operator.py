@@ -1,12 +1,15 @@
-"""python -m sandbox.operator {start,stop,status}: the operator as a local process for the sandbox cluster.
+"""python -m sandbox.operator {deploy,start,stop,status}: the sandbox cluster's operator.
 
-It runs `kubenest-operator --kubeconfig <state dir>/kubeconfig` in the background with its pid and log in
-the state dir, the way a platform engineer runs it before deploying it in-cluster.
+`deploy` (what `make up` does) runs it in the host cluster from its image (sandbox/operator_in_cluster.py);
+`start` runs `kubenest-operator --kubeconfig <state dir>/kubeconfig` as a local process instead, with its pid and
+log in the state dir, the way a developer runs it. `stop` pauses whichever runs (the in-cluster one is scaled to
+zero) and `start` brings it back the same way; `status` exits 0 while one runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import subprocess
@@ -23,6 +26,27 @@ from sandbox.machines.pki import client_files
 def _paths():
     sb = from_env()
     return sb.state_dir / "operator.pid", sb.state_dir / "operator.log", sb.state_dir / "kubeconfig"
+
+
+def _mode_file() -> Path:
+    return from_env().state_dir / "operator.mode"
+
+
+def _mode() -> dict:
+    try:
+        return json.loads(_mode_file().read_text())
+    except (FileNotFoundError, ValueError):
+        return {"mode": "local"}
+
+
+def deploy() -> int:
+    from sandbox import operator_in_cluster
+
+    stop_local()
+    rc = operator_in_cluster.deploy(from_env())
+    if rc == 0:
+        _mode_file().write_text(json.dumps({"mode": "in-cluster", "replicas": 2}))
+    return rc
 
 
 def write_site_vars(state_dir: Path) -> Path:
@@ -55,6 +79,13 @@ def _running(pid_file: Path) -> int | None:
 
 
 def start() -> int:
+    mode = _mode()
+    if mode["mode"] == "in-cluster":
+        from sandbox import operator_in_cluster
+
+        operator_in_cluster.scale(from_env(), mode.get("replicas", 2))
+        print(f"operator running in the host cluster ({operator_in_cluster.NAMESPACE})")
+        return 0
     pid_file, log_file, kubeconfig = _paths()
     if _running(pid_file):
         print(f"operator already running (pid {pid_file.read_text().strip()})")
@@ -79,6 +110,33 @@ def start() -> int:
 
 
 def stop() -> int:
+    stop_local()
+    if _mode()["mode"] == "in-cluster":
+        from sandbox import operator_in_cluster
+
+        sb = from_env()
+        if operator_in_cluster.replicas(sb):
+            operator_in_cluster.scale(sb, 0)
+    return 0
+
+
+def status() -> int:
+    pid = _running(_paths()[0])
+    if pid:
+        print(f"running (pid {pid})")
+        return 0
+    if _mode()["mode"] == "in-cluster":
+        from sandbox import operator_in_cluster
+
+        count = operator_in_cluster.replicas(from_env())
+        if count:
+            print(f"running in the host cluster ({count} replicas)")
+            return 0
+    print("not running")
+    return 3
+
+
+def stop_local() -> int:
     pid_file, _log, _kc = _paths()
     pid = _running(pid_file)
     if pid:
@@ -94,15 +152,10 @@ def stop() -> int:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sandbox.operator", description=__doc__)
-    parser.add_argument("command", choices=["start", "stop", "status"])
+    parser.add_argument("command", choices=["deploy", "start", "stop", "status"])
     args = parser.parse_args(argv)
-    if args.command == "start":
-        return start()
-    if args.command == "stop":
-        return stop()
-    pid = _running(_paths()[0])
-    print(f"running (pid {pid})" if pid else "not running")
-    return 0 if pid else 3
+    commands = {"deploy": deploy, "start": start, "stop": stop, "status": status}
+    return commands[args.command]()
 
 
 if __name__ == "__main__":
