@@ -9,7 +9,6 @@ pods through a local PersistentVolume on those machines (the operator's namespac
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import subprocess
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import yaml
 
+from sandbox.images.build_images import sha256_file
 from sandbox.machines.config import REPO_ROOT, Sandbox
 from sandbox.machines.machine import Machine
 from sandbox.machines.pki import client_files
@@ -33,16 +33,8 @@ def log(message: str) -> None:
     print(f"[operator] {message}", file=sys.stderr, flush=True)
 
 
-def _digest(path: Path) -> str:
-    sha = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            sha.update(block)
-    return sha.hexdigest()
-
-
 def _copy_if_changed(src: Path, dest: Path) -> bool:
-    if dest.is_file() and dest.stat().st_size == src.stat().st_size and _digest(dest) == _digest(src):
+    if dest.is_file() and dest.stat().st_size == src.stat().st_size and sha256_file(dest) == sha256_file(src):
         return False
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(dest.name + ".tmp")
