@@ -58,6 +58,7 @@ def _active_peer(api) -> str | None:
 
 def test_two_replicas_run_non_root_on_the_control_plane_node(in_cluster):
     sb, api = in_cluster
+
     def two_running():
         running = [p for p in _pods(api) if p.status.phase == "Running"]
         return running if len(running) == 2 else None
