@@ -75,6 +75,9 @@ def can_i(api_client, verb, resource, namespace=None, group="", subresource=None
     ("get", "secrets", "elsewhere", "", False),
     ("create", "deployments", "kube-system", "apps", False),
     ("get", "secrets", "kube-system", "", False),
+    ("list", "secrets", "kube-system", "", False),
+    ("create", "secrets", "kube-system", "", True),          # a returned node's host bootstrap token
+    ("delete", "secrets", "kube-system", "", True),
     ("create", "deployments", "kubenest-system", "apps", False),
     ("create", "daemonsets", "tenants", "apps", False),
     ("create", "pods", "tenants", "", False),
@@ -162,3 +165,44 @@ def test_the_real_control_plane_passes_and_others_are_not_limited(deployed):
     admin = kubernetes.client.AppsV1Api(deployed)
     admin.create_namespaced_deployment("elsewhere", _deployment("admin-privileged",
                                                                 container={"securityContext": {"privileged": True}}))
+
+
+def _bootstrap_token(name, token_type="bootstrap.kubernetes.io/token", labels=None) -> dict:
+    return {"metadata": {"name": name, "labels": {"kosmos.io/bootstrap-token": "true"} if labels is None else labels},
+            "type": token_type, "stringData": {"token-id": name[-6:], "token-secret": "0123456789abcdef"}}
+
+
+def test_in_kube_system_the_operator_makes_and_removes_only_its_bootstrap_tokens(deployed):
+    impersonating = kubernetes.client.ApiClient(copy.copy(deployed.configuration))
+    impersonating.set_default_header("Impersonate-User", SA)
+    impersonating.set_default_header("Impersonate-Group", SA_GROUPS[0])
+    operator = kubernetes.client.CoreV1Api(impersonating)
+    admin = kubernetes.client.CoreV1Api(deployed)
+
+    def refused(call, *args) -> str:
+        with pytest.raises(ApiException) as caught:
+            call(*args)
+        return caught.value.body
+
+    deadline = time.monotonic() + 30  # the policy takes effect once the API server has loaded it
+    while True:
+        try:
+            operator.create_namespaced_secret("kube-system", {"metadata": {"name": "not-a-token"},
+                                                              "stringData": {"k": "v"}})
+        except ApiException as exc:
+            assert exc.status in (403, 422) and "kubenest-operator-bootstrap-tokens" in exc.body, exc.body
+            break
+        admin.delete_namespaced_secret("not-a-token", "kube-system")
+        assert time.monotonic() < deadline, "an Opaque Secret in kube-system was never refused"
+        time.sleep(1)
+    assert "bootstrap-tokens" in refused(operator.create_namespaced_secret, "kube-system",
+                                         _bootstrap_token("bootstrap-token-unlab1", labels={}))
+    assert "bootstrap-tokens" in refused(operator.create_namespaced_secret, "kube-system",
+                                         _bootstrap_token("other-name-abcdef"))
+
+    operator.create_namespaced_secret("kube-system", _bootstrap_token("bootstrap-token-kbnst1"))
+    operator.delete_namespaced_secret("bootstrap-token-kbnst1", "kube-system")
+    admin.create_namespaced_secret("kube-system", {"metadata": {"name": "admins-own"}, "stringData": {"k": "v"}})
+    assert "bootstrap-tokens" in refused(operator.delete_namespaced_secret, "admins-own", "kube-system")
+    assert refused(operator.read_namespaced_secret, "admins-own", "kube-system")  # 403: no reading there
+    admin.delete_namespaced_secret("admins-own", "kube-system")
