@@ -3,8 +3,9 @@ and deleted without reading kube-system, check mode that changes nothing, and cl
 
 from __future__ import annotations
 
+import base64
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import kubernetes
 import pytest
@@ -35,12 +36,12 @@ def test_create_then_delete_by_id(apiserver, core):
     assert made["token_id"] == token_id
     [secret] = _tokens(core)
     assert secret.metadata.name == f"bootstrap-token-{token_id}" and secret.type == "bootstrap.kubernetes.io/token"
-    data = {k: __import__("base64").b64decode(v).decode() for k, v in secret.data.items()}
+    data = {k: base64.b64decode(v).decode() for k, v in secret.data.items()}
     assert data["token-id"] == token_id and data["token-secret"] == token_secret
     assert data["auth-extra-groups"] == "system:bootstrappers:kubenest"
     assert data["usage-bootstrap-authentication"] == "true"
-    expires = datetime.strptime(data["expiration"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
-    assert timedelta(seconds=250) < expires - datetime.now(timezone.utc) <= timedelta(seconds=300)
+    expires = datetime.strptime(data["expiration"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    assert timedelta(seconds=250) < expires - datetime.now(UTC) <= timedelta(seconds=300)
 
     rc, checked, _ = run_module("bootstrap_token", apiserver.kubeconfig, check=True, node="kn-bt", state="absent",
                                 token_id=token_id)
