@@ -59,18 +59,17 @@ def _active_peer(api) -> str | None:
 def test_two_replicas_run_non_root_on_the_control_plane_node(in_cluster):
     sb, api = in_cluster
 
-    def two_running():
-        running = [p for p in _pods(api) if p.status.phase == "Running"]
-        return running if len(running) == 2 else None
-    pods = wait_for(two_running, 300, "two operator pods running")
+    def two_ready():  # the standby is ready to take over as well
+        ready = [p for p in _pods(api) if p.status.phase == "Running"
+                 and any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])]
+        return ready if len(ready) == 2 else None
+    pods = wait_for(two_ready, 300, "two operator pods running and ready")
     control_planes = {n.name for n in sb.nodes if n.role == "control_plane"}
     for pod in pods:
         assert pod.spec.node_name in control_planes
         assert pod.spec.containers[0].image == "kubenest.local/kubenest-operator:1.0.0"
         assert pod.spec.security_context.run_as_non_root
         assert pod.spec.containers[0].security_context.read_only_root_filesystem
-    ready = [p for p in pods if any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])]
-    assert len(ready) == 2  # the standby is ready to take over
     pdb = k8s.PolicyV1Api(api).read_namespaced_pod_disruption_budget(NAME, NAMESPACE)
     assert pdb.spec.min_available == 1 and pdb.status.current_healthy == 2
     assert _active_peer(api) in {p.metadata.name for p in pods}
