@@ -86,13 +86,21 @@ def test_a_virtual_cluster_is_made_with_its_node_although_the_working_replica_is
         vc = get_vc(api, NS, "moved")
         progress = ((vc or {}).get("status") or {}).get("progress") or {}
         return vc if progress.get("tasksDone", 0) >= 5 else None
-    wait_for(running, 300, "the first run of 'moved' under way", interval=0.5)
+    first_run = wait_for(running, 300, "the first run of 'moved' under way", interval=0.5)["status"]["progress"]
+    first_run = first_run["runID"]
     active = _active_peer(api)
     assert active in {p.metadata.name for p in _pods(api)}
     deleted_at = time.monotonic()
     k8s.CoreV1Api(api).delete_namespaced_pod(active, NAMESPACE)
     wait_for(lambda: _active_peer(api) not in (None, active), 180, "another replica to take over")
-    print(f"\nfailover: a new replica works {time.monotonic() - deleted_at:.1f}s after the working one was deleted")
+    took_over = time.monotonic() - deleted_at
+
+    def resumed():
+        run = (((get_vc(api, NS, "moved") or {}).get("status") or {}).get("progress") or {}).get("runID")
+        return run if run and run != first_run else None
+    wait_for(resumed, 300, "a new run of 'moved' by the other replica", interval=0.5)
+    print(f"\nfailover: the other replica leads {took_over:.1f}s and has started a new run "
+          f"{time.monotonic() - deleted_at:.1f}s after the working one was deleted")
 
     vc = wait_ready(api, NS, "moved", timeout=900)
     print(f"'moved' Ready with its node {time.monotonic() - started:.0f}s after it was created")
