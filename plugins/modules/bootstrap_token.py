@@ -116,7 +116,7 @@ LABELS = {"app.kubernetes.io/managed-by": "kosmos.kubenest", "kosmos.io/bootstra
 
 
 def _random(length):
-    return "".join(secrets.choice(ALPHABET) for _ in range(length))
+    return "".join(secrets.choice(ALPHABET) for dummy in range(length))
 
 
 def token_secret(node, token_id, token_secret_value, expiration, groups):
@@ -154,8 +154,8 @@ def delete(module, core):
     if module.params["token_id"]:
         names = ["bootstrap-token-" + module.params["token_id"]]
     else:
-        selector = ",".join("%s=%s" % item for item in sorted(dict(LABELS, **{"kosmos.io/globalnode":
-                                                                             module.params["node"]}).items()))
+        labels = dict(LABELS, **{"kosmos.io/globalnode": module.params["node"]})
+        selector = ",".join("%s=%s" % item for item in sorted(labels.items()))
         names = [s.metadata.name for s in core.list_namespaced_secret(NAMESPACE, label_selector=selector).items]
     deleted = []
     for name in names:

@@ -23,13 +23,17 @@ def core(api_client):
         api.delete_namespaced_secret(secret.metadata.name, "kube-system")
 
 
+def _module(apiserver, check=False, **args) -> tuple[int, dict]:
+    rc, result, _stdout = run_module("bootstrap_token", apiserver.kubeconfig, check=check, **args)
+    return rc, result
+
+
 def _tokens(core) -> list:
     return core.list_namespaced_secret("kube-system", label_selector=SELECTOR).items
 
 
 def test_create_then_delete_by_id(apiserver, core):
-    rc, made, out = run_module("bootstrap_token", apiserver.kubeconfig, node="kn-bt", ttl=300,
-                               groups=["system:bootstrappers:kubenest"])
+    rc, made = _module(apiserver, node="kn-bt", ttl=300, groups=["system:bootstrappers:kubenest"])
     assert rc == 0 and made["changed"], made
     assert re.fullmatch(r"[a-z0-9]{6}\.[a-z0-9]{16}", made["token"])
     token_id, token_secret = made["token"].split(".")
@@ -43,24 +47,23 @@ def test_create_then_delete_by_id(apiserver, core):
     expires = datetime.strptime(data["expiration"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
     assert timedelta(seconds=250) < expires - datetime.now(UTC) <= timedelta(seconds=300)
 
-    rc, checked, _ = run_module("bootstrap_token", apiserver.kubeconfig, check=True, node="kn-bt", state="absent",
-                                token_id=token_id)
+    rc, checked = _module(apiserver, check=True, node="kn-bt", state="absent", token_id=token_id)
     assert rc == 0 and checked["changed"] and len(_tokens(core)) == 1
 
-    rc, gone, _ = run_module("bootstrap_token", apiserver.kubeconfig, node="kn-bt", state="absent", token_id=token_id)
+    rc, gone = _module(apiserver, node="kn-bt", state="absent", token_id=token_id)
     assert rc == 0 and gone["changed"] and gone["deleted"] == [f"bootstrap-token-{token_id}"], gone
     assert _tokens(core) == []
-    rc, again, _ = run_module("bootstrap_token", apiserver.kubeconfig, node="kn-bt", state="absent", token_id=token_id)
+    rc, again = _module(apiserver, node="kn-bt", state="absent", token_id=token_id)
     assert rc == 0 and not again["changed"]
 
 
 def test_check_mode_creates_nothing_and_absent_without_id_removes_every_token_of_the_node(apiserver, core):
-    rc, checked, _ = run_module("bootstrap_token", apiserver.kubeconfig, check=True, node="kn-bt")
+    rc, checked = _module(apiserver, check=True, node="kn-bt")
     assert rc == 0 and checked["changed"] and "token" not in checked and _tokens(core) == []
-    for _ in range(2):
-        assert run_module("bootstrap_token", apiserver.kubeconfig, node="kn-bt")[0] == 0
+    for _attempt in range(2):
+        assert _module(apiserver, node="kn-bt")[0] == 0
     assert len(_tokens(core)) == 2
-    rc, gone, _ = run_module("bootstrap_token", apiserver.kubeconfig, node="kn-bt", state="absent")
+    rc, gone = _module(apiserver, node="kn-bt", state="absent")
     assert rc == 0 and len(gone["deleted"]) == 2 and _tokens(core) == []
 
 
@@ -71,6 +74,6 @@ def test_check_mode_creates_nothing_and_absent_without_id_removes_every_token_of
     ({"state": "absent", "token_id": "../x"}, "token_id must be 6 characters"),
 ])
 def test_bad_arguments_are_refused_and_nothing_is_made(apiserver, core, args, says):
-    rc, result, _ = run_module("bootstrap_token", apiserver.kubeconfig, node="kn-bt", **args)
+    rc, result = _module(apiserver, node="kn-bt", **args)
     assert rc != 0 and says in result["msg"], result
     assert _tokens(core) == []
