@@ -37,7 +37,9 @@ options:
         and C(cluster_domain); C(controller-manager) also C(service_cidr), C(pod_cidr) and C(node_cidr_mask).
       - All take C(node_selector) and C(tolerations); the others take C(resources) by component name, and
         C(pki_revision), a hexadecimal digest of their certificates put on the pod template, so that re-issued
-        certificates roll the Deployment.
+        certificates roll the Deployment. C(await_apiserver) (default true) gives C(controller-manager) and
+        C(scheduler) an init container that waits for their API server (C(await-ready), which the images
+        C(make images) builds carry), so that all three can be created at once.
     type: dict
     required: true
 """
@@ -93,8 +95,8 @@ def hosted_manifest(component, vc, settings):
         if component not in COMPONENTS:
             raise ValueError("unknown component %r; one of etcd, %s" % (component, ", ".join(COMPONENTS)))
         build, keys = COMPONENTS[component]
-        shared = ControlPlaneSettings(vc, **_pick(settings, ("image_repository", "version", "pki_revision")
-                                                  + PLACEMENT))
+        shared = ControlPlaneSettings(vc, **_pick(settings, ("image_repository", "version", "pki_revision",
+                                                            "await_apiserver") + PLACEMENT))
         return build(shared, **_pick(settings, keys))
     except (TypeError, ValueError) as exc:
         raise AnsibleFilterError("[kubenest:permanent:InvalidRequest] %s manifest: %s" % (component, exc)) from None

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import posixpath
 import re
 
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.control_plane_flags import (
@@ -33,6 +34,8 @@ ETCD_PKI = "/etc/kubernetes/etcd"
 CONF = "/etc/kubernetes/conf"
 FILES = Files(PKI, ETCD_PKI + "/ca.crt", ETCD_PKI + "/apiserver-etcd-client.crt",
               ETCD_PKI + "/apiserver-etcd-client.key", CONF)
+# How long the controllers' init container waits for their API server before the pod fails (and is retried).
+AWAIT_TIMEOUT = 600
 # Pod template annotation that follows the certificates: a re-issued one rolls the component.
 PKI_REVISION = "kubenest.kosmos.io/pki-revision"
 APISERVER_PKI_KEYS = ["ca.crt", "apiserver.crt", "apiserver.key", "apiserver-kubelet-client.crt",
@@ -44,26 +47,43 @@ class ControlPlaneSettings:
     """Checked settings shared by the three components."""
 
     def __init__(self, vc, image_repository, version, node_selector=None, tolerations=None, resources=None,
-                 pki_revision=""):
+                 pki_revision="", await_apiserver=True):
         self.vc = VirtualClusterRef(vc)
         self.pki_revision = check_revision(pki_revision)
         self.image_repository = check_image_repository(image_repository)
         self.version = check_kubernetes_version(version)
         self.placement = placement(node_selector, tolerations)
         self.resources = dict(resources or {})  # by component
+        if not isinstance(await_apiserver, bool):
+            raise ValueError("await_apiserver must be true or false, not %r" % (await_apiserver,))
+        self.await_apiserver = await_apiserver
 
     def image(self, binary):
         return "%s/%s:%s" % (self.image_repository, binary, self.version)
 
-    def deployment(self, component, binary, options, probes, mounts, volumes, ports=None):
+    def deployment(self, component, binary, options, probes, mounts, volumes, ports=None, await_kubeconfig=None):
+        """await_kubeconfig: the component's kubeconfig; unless await_apiserver is off, an init container
+        (await-ready, in the controllers' images) holds the component back until that API server is ready, so
+        it can be created together with the API server and still never exits for want of it."""
+        volume_mounts = [{"name": name, "mountPath": path, "readOnly": True} for name, path in mounts]
         container = {"name": binary, "image": self.image(binary), "imagePullPolicy": "IfNotPresent",
                      "command": flags("/usr/local/bin/" + binary, options)}
         if ports:
             container["ports"] = ports
         container["resources"] = container_resources(self.resources.get(component))
         container.update(probes)
-        container["volumeMounts"] = [{"name": name, "mountPath": path, "readOnly": True} for name, path in mounts]
+        container["volumeMounts"] = volume_mounts
         pod = dict(self.placement, containers=[container], volumes=volumes)
+        if await_kubeconfig and self.await_apiserver:
+            conf_dir = posixpath.dirname(await_kubeconfig)
+            pod["initContainers"] = [{
+                "name": "await-apiserver", "image": self.image(binary), "imagePullPolicy": "IfNotPresent",
+                "command": ["/usr/local/bin/await-ready", "--kubeconfig=" + await_kubeconfig,
+                            "--timeout=%ds" % AWAIT_TIMEOUT],
+                "resources": {"requests": {"cpu": "10m", "memory": "16Mi"},
+                              "limits": {"cpu": "100m", "memory": "32Mi"}},
+                "volumeMounts": [m for m in volume_mounts if m["mountPath"] == conf_dir],
+            }]
         annotations = {PKI_REVISION: self.pki_revision} if self.pki_revision else None
         return workload("Deployment", self.vc, "%s-%s" % (self.vc.name, component), component, pod,
                         pod_annotations=annotations)
@@ -108,11 +128,13 @@ def controller_manager_deployment(settings, service_cidr, pod_cidr, node_cidr_ma
         secret_volume("conf", "%s-component-kubeconfigs" % name, ["controller-manager.conf"]),
     ]
     return settings.deployment("controller-manager", "kube-controller-manager", options, probes,
-                               [("pki", PKI), ("conf", CONF)], volumes)
+                               [("pki", PKI), ("conf", CONF)], volumes,
+                               await_kubeconfig=FILES.kubeconfig("controller-manager"))
 
 
 def scheduler_deployment(settings):
     options = scheduler_flags(FILES, "0.0.0.0", leader_elect=False)
     probes = {"livenessProbe": http_probe("/healthz", 10259, period=10, initial_delay=30, scheme="HTTPS")}
     volumes = [secret_volume("conf", "%s-component-kubeconfigs" % settings.vc.name, ["scheduler.conf"])]
-    return settings.deployment("scheduler", "kube-scheduler", options, probes, [("conf", CONF)], volumes)
+    return settings.deployment("scheduler", "kube-scheduler", options, probes, [("conf", CONF)], volumes,
+                               await_kubeconfig=FILES.kubeconfig("scheduler"))

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-PROGRAMS = Path(__file__).resolve().parent  # Go programs of our own: pause, echo
+PROGRAMS = Path(__file__).resolve().parent  # Go programs of our own: pause, echo, etcd-snapshot, await-ready
 REGISTRY = "kubenest.local"
 ECHO_TAG = "1.0"
 EPOCH = "1970-01-01T00:00:00Z"
@@ -375,8 +375,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     k8s_tag = versions["KUBERNETES_VERSION"]
-    specs = [ImageSpec(name, k8s_tag, args.bin_dir / name)
-             for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")]
+    # await-ready: the controllers' init container waits for their API server, so all three start together.
+    await_ready = ((build_program("await-ready", args.out / "await-ready-bin"), "usr/local/bin/await-ready"),)
+    specs = [ImageSpec("kube-apiserver", k8s_tag, args.bin_dir / "kube-apiserver")]
+    specs += [ImageSpec(name, k8s_tag, args.bin_dir / name, await_ready)
+              for name in ("kube-controller-manager", "kube-scheduler")]
     # etcd-snapshot: backups stream out of the member's own pod, restores run as its init container.
     snapshot_tool = build_program("etcd-snapshot", args.out / "etcd-snapshot-bin")
     specs.append(ImageSpec("etcd", versions["ETCD_VERSION"], args.bin_dir / "etcd",

@@ -49,9 +49,10 @@ def test_manifests_are_complete_and_owned(component):
     template_labels = manifest["spec"]["template"]["metadata"]["labels"]
     assert manifest["spec"]["selector"]["matchLabels"].items() <= template_labels.items()
     assert pod["automountServiceAccountToken"] is False
-    for forbidden in ("hostPID", "hostNetwork", "hostIPC", "initContainers", "securityContext"):
+    for forbidden in ("hostPID", "hostNetwork", "hostIPC", "securityContext"):
         assert forbidden not in pod
-    assert all("securityContext" not in c for c in pod["containers"])
+    assert ("initContainers" in pod) is (component in ("controller-manager", "scheduler"))
+    assert all("securityContext" not in c for c in pod["containers"] + pod.get("initContainers", []))
     assert all(v.get("secret") or "emptyDir" in v for v in pod["volumes"])
     json.dumps(manifest)
 
@@ -236,3 +237,23 @@ def test_a_bad_restore_is_refused(restore):
 def test_a_restore_into_an_emptydir_is_refused():
     with pytest.raises(AnsibleFilterError, match="volume claim"):
         hosted_manifest("etcd", VC, dict(SETTINGS, ephemeral=True, restore={"sha256": DIGEST, "chunks": 1}))
+
+
+@pytest.mark.parametrize(("component", "conf"), [("controller-manager", "controller-manager.conf"),
+                                                 ("scheduler", "scheduler.conf")])
+def test_the_controllers_wait_for_their_api_server_with_their_kubeconfig_only(component, conf):
+    pod = hosted_manifest(component, VC, SETTINGS)["spec"]["template"]["spec"]
+    (init,) = pod["initContainers"]
+    assert init["image"] == pod["containers"][0]["image"]  # await-ready ships in the component's image
+    assert init["command"] == ["/usr/local/bin/await-ready", f"--kubeconfig=/etc/kubernetes/conf/{conf}",
+                               "--timeout=600s"]
+    assert init["volumeMounts"] == [{"name": "conf", "mountPath": "/etc/kubernetes/conf", "readOnly": True}]
+    assert init["resources"]["limits"]  # bounded like every other container
+
+
+@pytest.mark.parametrize("component", ["controller-manager", "scheduler"])
+def test_without_await_apiserver_the_controllers_start_plainly(component):
+    pod = hosted_manifest(component, VC, dict(SETTINGS, await_apiserver=False))["spec"]["template"]["spec"]
+    assert "initContainers" not in pod
+    with pytest.raises(AnsibleFilterError, match="await_apiserver must be true or false"):
+        hosted_manifest(component, VC, dict(SETTINGS, await_apiserver="yes"))

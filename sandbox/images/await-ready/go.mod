@@ -1,0 +1,3 @@
+module kubenest.local/await-ready
+
+go 1.26.0

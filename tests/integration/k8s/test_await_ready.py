@@ -1,0 +1,82 @@
+"""await-ready (the controllers' init container, in their images) against a real API server: it returns once
+/readyz answers through the kubeconfig's CA, in YAML or JSON, and fails with a reason when the server never
+answers, is not the one the CA names, or the kubeconfig is unusable."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.support.procs import free_ports
+
+
+@pytest.fixture(scope="module")
+def await_ready(oci_images) -> Path:
+    return Path(oci_images["kube-scheduler"]["path"]).parent / "await-ready-bin" / "await-ready"
+
+
+def _run(binary, kubeconfig, timeout="10s") -> subprocess.CompletedProcess:
+    return subprocess.run([str(binary), f"--kubeconfig={kubeconfig}", f"--timeout={timeout}"], capture_output=True,
+                          text=True, timeout=60, check=False)
+
+
+def _config(apiserver) -> dict:
+    return yaml.safe_load(apiserver.kubeconfig.read_text())
+
+
+def test_the_controller_images_carry_it(oci_images):
+    for image in ("kube-controller-manager", "kube-scheduler"):
+        with tarfile.open(oci_images[image]["path"]) as archive:
+            layers = [m for m in archive.getmembers() if m.name.startswith("blobs/") and m.size > 1_000_000]
+            names = set()
+            for member in layers:
+                with tarfile.open(fileobj=archive.extractfile(member)) as layer:
+                    names |= set(layer.getnames())
+        assert "usr/local/bin/await-ready" in names, image
+
+
+def test_returns_once_the_api_server_is_ready_in_yaml_and_json(await_ready, apiserver, tmp_path):
+    proc = _run(await_ready, apiserver.kubeconfig)
+    assert proc.returncode == 0 and "is ready after" in proc.stdout, proc.stderr
+    as_json = tmp_path / "kubeconfig.json"
+    as_json.write_text(json.dumps(_config(apiserver), indent=2))
+    proc = _run(await_ready, as_json)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_a_server_that_never_answers_fails_after_the_timeout(await_ready, apiserver, tmp_path):
+    config = _config(apiserver)
+    (port,) = free_ports(1)
+    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{port}"
+    path = tmp_path / "closed.yaml"
+    path.write_text(yaml.safe_dump(config))
+    proc = _run(await_ready, path, timeout="2s")
+    assert proc.returncode == 1 and "not ready after 2s" in proc.stderr and "connection refused" in proc.stderr
+
+
+def test_a_server_the_ca_does_not_name_is_not_taken_for_ready(await_ready, apiserver, tmp_path):
+    config = _config(apiserver)
+    other_ca = _config(apiserver)["users"][0]["user"]["client-certificate-data"]  # a certificate, not the CA
+    config["clusters"][0]["cluster"]["certificate-authority-data"] = other_ca
+    path = tmp_path / "wrong-ca.yaml"
+    path.write_text(yaml.safe_dump(config))
+    proc = _run(await_ready, path, timeout="2s")
+    assert proc.returncode == 1 and "certificate" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(("content", "says"), [
+    ("apiVersion: v1\nkind: Config\n", "names no https server"),
+    ("clusters:\n- cluster:\n    server: https://127.0.0.1:1\n    certificate-authority-data: '%%%'\n",
+     "certificate-authority-data"),
+])
+def test_an_unusable_kubeconfig_is_refused_at_once(await_ready, tmp_path, content, says):
+    path = tmp_path / "bad.yaml"
+    path.write_text(content)
+    proc = _run(await_ready, path)
+    assert proc.returncode == 1 and says in proc.stderr, proc.stderr
+    assert not _run(await_ready, tmp_path / "missing.yaml").returncode == 0
