@@ -39,7 +39,8 @@ options:
         C(pki_revision), a hexadecimal digest of their certificates put on the pod template, so that re-issued
         certificates roll the Deployment. C(await_apiserver) (default true) gives C(controller-manager) and
         C(scheduler) an init container that waits for their API server (C(await-ready), which the images
-        C(make images) builds carry), so that all three can be created at once.
+        C(make images) builds carry), so that all three can be created at once. C(gogc) sets C(GOGC) by
+        component name (0 or absent for Go's default).
     type: dict
     required: true
 """
@@ -96,7 +97,7 @@ def hosted_manifest(component, vc, settings):
             raise ValueError("unknown component %r; one of etcd, %s" % (component, ", ".join(COMPONENTS)))
         build, keys = COMPONENTS[component]
         shared = ControlPlaneSettings(vc, **_pick(settings, ("image_repository", "version", "pki_revision",
-                                                            "await_apiserver") + PLACEMENT))
+                                                            "await_apiserver", "gogc") + PLACEMENT))
         return build(shared, **_pick(settings, keys))
     except (TypeError, ValueError) as exc:
         raise AnsibleFilterError("[kubenest:permanent:InvalidRequest] %s manifest: %s" % (component, exc)) from None

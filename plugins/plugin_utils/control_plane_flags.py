@@ -78,6 +78,7 @@ def apiserver_flags(files, secure_port, etcd_servers, service_cidr, cluster_doma
         ("requestheader-username-headers", "X-Remote-User"),
         ("proxy-client-cert-file", files.cert("front-proxy-client.crt")),
         ("proxy-client-key-file", files.cert("front-proxy-client.key")),
+        ("profiling", "false"),  # /debug/pprof stays closed
     ]
     if endpoint_reconciler:
         options.append(("endpoint-reconciler-type", str(endpoint_reconciler)))
@@ -110,6 +111,7 @@ def controller_manager_flags(files, cluster_name, service_cidr, bind_address, le
         ("use-service-account-credentials", "true"),
         ("controllers", "*,bootstrapsigner,tokencleaner"),
         ("leader-elect", "true" if leader_elect else "false"),
+        ("profiling", "false"),
     ]
     return options
 
@@ -122,4 +124,5 @@ def scheduler_flags(files, bind_address, leader_elect):
         ("authorization-kubeconfig", conf),
         ("bind-address", check_ip("the bind address", bind_address)),
         ("leader-elect", "true" if leader_elect else "false"),
+        ("profiling", "false"),
     ]

@@ -47,7 +47,7 @@ class ControlPlaneSettings:
     """Checked settings shared by the three components."""
 
     def __init__(self, vc, image_repository, version, node_selector=None, tolerations=None, resources=None,
-                 pki_revision="", await_apiserver=True):
+                 pki_revision="", await_apiserver=True, gogc=None):
         self.vc = VirtualClusterRef(vc)
         self.pki_revision = check_revision(pki_revision)
         self.image_repository = check_image_repository(image_repository)
@@ -57,6 +57,7 @@ class ControlPlaneSettings:
         if not isinstance(await_apiserver, bool):
             raise ValueError("await_apiserver must be true or false, not %r" % (await_apiserver,))
         self.await_apiserver = await_apiserver
+        self.gogc = check_gogc(gogc)
 
     def image(self, binary):
         return "%s/%s:%s" % (self.image_repository, binary, self.version)
@@ -71,6 +72,8 @@ class ControlPlaneSettings:
         if ports:
             container["ports"] = ports
         container["resources"] = container_resources(self.resources.get(component))
+        if self.gogc.get(component):
+            container["env"] = [{"name": "GOGC", "value": str(self.gogc[component])}]
         container.update(probes)
         container["volumeMounts"] = volume_mounts
         pod = dict(self.placement, containers=[container], volumes=volumes)
@@ -87,6 +90,21 @@ class ControlPlaneSettings:
         annotations = {PKI_REVISION: self.pki_revision} if self.pki_revision else None
         return workload("Deployment", self.vc, "%s-%s" % (self.vc.name, component), component, pod,
                         pod_annotations=annotations)
+
+
+def check_gogc(value):
+    """GOGC by component: the Go heap may grow by this percentage over the live heap before a collection (Go's
+    default 100). A proportional setting, unlike GOMEMLIMIT, never traps a heap that outgrows it in endless
+    collections. 0 or absent keeps Go's default."""
+    value = dict(value or {})
+    for component, percent in value.items():
+        if component not in ("apiserver", "controller-manager", "scheduler"):
+            raise ValueError("gogc is given by component (apiserver, controller-manager, scheduler), not %r"
+                             % (component,))
+        if isinstance(percent, bool) or not isinstance(percent, int) or not 0 <= percent <= 1000:
+            raise ValueError("gogc of %s must be a percentage from 0 (Go's default) to 1000, not %r"
+                             % (component, percent))
+    return value
 
 
 def check_revision(value):

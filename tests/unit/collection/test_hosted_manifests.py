@@ -257,3 +257,15 @@ def test_without_await_apiserver_the_controllers_start_plainly(component):
     assert "initContainers" not in pod
     with pytest.raises(AnsibleFilterError, match="await_apiserver must be true or false"):
         hosted_manifest(component, VC, dict(SETTINGS, await_apiserver="yes"))
+
+
+def test_gogc_is_set_by_component_and_checked():
+    settings = dict(SETTINGS, gogc={"apiserver": 25, "scheduler": 0})
+    api = hosted_manifest("apiserver", VC, settings)["spec"]["template"]["spec"]["containers"][0]
+    assert api["env"] == [{"name": "GOGC", "value": "25"}]
+    for component in ("scheduler", "controller-manager"):  # 0 and absent: Go's default
+        assert "env" not in hosted_manifest(component, VC, settings)["spec"]["template"]["spec"]["containers"][0]
+    for bad, says in (({"etcd": 25}, "by component"), ({"apiserver": "25; rm"}, "percentage"),
+                      ({"apiserver": -1}, "percentage"), ({"apiserver": True}, "percentage")):
+        with pytest.raises(AnsibleFilterError, match=says):
+            hosted_manifest("apiserver", VC, dict(SETTINGS, gogc=bad))
