@@ -96,8 +96,8 @@ def hosted_manifest(component, vc, settings):
         if component not in COMPONENTS:
             raise ValueError("unknown component %r; one of etcd, %s" % (component, ", ".join(COMPONENTS)))
         build, keys = COMPONENTS[component]
-        shared = ControlPlaneSettings(vc, **_pick(settings, ("image_repository", "version", "pki_revision",
-                                                            "await_apiserver", "gogc") + PLACEMENT))
+        shared_keys = ("image_repository", "version", "pki_revision", "await_apiserver", "gogc") + PLACEMENT
+        shared = ControlPlaneSettings(vc, **_pick(settings, shared_keys))
         return build(shared, **_pick(settings, keys))
     except (TypeError, ValueError) as exc:
         raise AnsibleFilterError("[kubenest:permanent:InvalidRequest] %s manifest: %s" % (component, exc)) from None
