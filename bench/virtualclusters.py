@@ -1,17 +1,21 @@
 """``make bench`` part 2: VirtualCluster lifecycle on the sandbox host cluster, driven by the real operator.
 
 Prints seconds from create to Ready (median of 3), where the first create's time went (per phase, from its
-run's Ansible events), seconds to deletion, the memory of one idle virtual control plane and of 5 created at
-once. Baselines, measured in the same run: the same four binaries started directly as processes with their
-PKI ready (bench/raw_control_plane.py) for create time, the host cluster's own control plane (etcd,
+run's Ansible events), seconds to deletion, the memory of one idle virtual control plane, and a batch
+(KUBENEST_BENCH_BATCH, 10) created at once: time until the last is Ready, how many are not, the operator's
+peak memory meanwhile (its runners included), then deleted at once with what is left behind.
+
+Baselines, measured in the same run: the same four binaries started directly as processes with their PKI
+ready (bench/raw_control_plane.py) for create time, the host cluster's own control plane (etcd,
 kube-apiserver, controller-manager, scheduler as systemd units on the control-plane machine) for memory, and
-one virtual cluster alone for the 5-at-once timing.
+one virtual cluster alone for the batch timing.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -26,6 +30,7 @@ sys.path.insert(0, str(REPO))
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.client import connect_direct  # noqa: E402
 
 from bench import phases  # noqa: E402
+from bench.process_memory import PeakSampler  # noqa: E402
 from bench.raw_control_plane import startup_seconds as raw_startup_seconds  # noqa: E402
 from sandbox.machines.config import from_env  # noqa: E402
 from sandbox.operator import write_site_vars  # noqa: E402
@@ -34,6 +39,7 @@ from tests.support.virtualclusters import (  # noqa: E402
     create_vc,
     delete_vc,
     ensure_namespace,
+    get_vc,
     install_crds,
     sandbox_operator_paused,
     wait_ready,
@@ -41,6 +47,7 @@ from tests.support.virtualclusters import (  # noqa: E402
 
 NS = "kubenest-bench"
 IDLE_S = 30
+BATCH = int(os.environ.get("KUBENEST_BENCH_BATCH", "10"))
 MiB = 1024 * 1024
 
 
@@ -87,6 +94,29 @@ def label_edit(api, log: Path, name: str) -> tuple[int, int]:
     after = control_plane_pods(api, name)
     changed = sum(1 for uid, restarts in pods.items() if after.get(uid) != restarts)
     return log.read_text(errors="replace").count("with state present") - runs, changed
+
+
+def ready_now(api, name: str) -> bool:
+    vc = get_vc(api, NS, name) or {}
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (vc.get("status") or {}).get("conditions") or [])
+
+
+def leftovers(api) -> list[str]:
+    """What any virtual cluster still owns in the bench namespace (its objects carry the label)."""
+    from kubernetes import client as k8s
+
+    core, apps, net = k8s.CoreV1Api(api), k8s.AppsV1Api(api), k8s.NetworkingV1Api(api)
+    selector = "kosmos.io/virtualcluster"
+    found = []
+    for kind, lister in (("Pod", core.list_namespaced_pod), ("Secret", core.list_namespaced_secret),
+                         ("Service", core.list_namespaced_service), ("ConfigMap", core.list_namespaced_config_map),
+                         ("PersistentVolumeClaim", core.list_namespaced_persistent_volume_claim),
+                         ("Deployment", apps.list_namespaced_deployment),
+                         ("StatefulSet", apps.list_namespaced_stateful_set),
+                         ("NetworkPolicy", net.list_namespaced_network_policy)):
+        found += [f"{kind}/{o.metadata.name}" for o in lister(NS, label_selector=selector).items]
+    return found
 
 
 def restart(operator, logs: Path, count: int) -> tuple[float, int]:
@@ -144,15 +174,18 @@ def main() -> int:
             results["ready_s"] = statistics.median(ready_s)
             results["delete_s"] = statistics.median(delete_s)
 
-            names = [f"batch-{i}" for i in range(5)]
+            names = [f"batch-{i}" for i in range(BATCH)]
             started = time.monotonic()
-            for name in names:
-                create_vc(api, NS, name)
-            with ThreadPoolExecutor(5) as pool:
-                list(pool.map(lambda n: wait_ready(api, NS, n, timeout=1800), names))
-            results["five_ready_s"] = time.monotonic() - started
+            with PeakSampler(operator.proc.pid) as peak:
+                for name in names:
+                    create_vc(api, NS, name)
+                with ThreadPoolExecutor(BATCH) as pool:
+                    list(pool.map(lambda n: wait_ready(api, NS, n, timeout=1800), names))
+            results["batch_ready_s"] = time.monotonic() - started
+            results["operator_peak_MiB"] = peak.bytes / MiB
+            results["batch_failures"] = sum(int(not ready_now(api, n)) for n in names)
             time.sleep(IDLE_S)
-            results["five_idle_MiB"] = vc_memory(api, names) / MiB
+            results["batch_idle_MiB"] = vc_memory(api, names) / MiB
             results["restart_s"], results["restart_runs"] = restart(operator, Path(logs), len(names))
             # What every resumed virtual cluster cost before: one converge run (its revision annotation removed).
             k8s.CustomObjectsApi(api).patch_namespaced_custom_object(
@@ -161,9 +194,10 @@ def main() -> int:
             results["rerun_s"], rerun_runs = restart(operator, Path(logs), len(names))
             assert rerun_runs == 1, f"{rerun_runs} runs after removing one revision annotation"
             started = time.monotonic()
-            with ThreadPoolExecutor(5) as pool:
+            with ThreadPoolExecutor(BATCH) as pool:
                 list(pool.map(lambda n: delete_vc(api, NS, n, timeout=900), names))
-            results["five_delete_s"] = time.monotonic() - started
+            results["batch_delete_s"] = time.monotonic() - started
+            results["batch_leftovers"] = leftovers(api)
         finally:
             operator.stop()
     results["host_cp_MiB"] = host_control_plane_memory(sb) / MiB
@@ -176,20 +210,24 @@ def main() -> int:
     print(f"{'delete -> gone, median of 3 (s)':48} {r['delete_s']:10.1f} {'':>12} {'':>7}")
     print(f"{'memory of one idle virtual control plane (MiB)':48} {r['one_idle_MiB']:10.0f} "
           f"{r['host_cp_MiB']:10.0f}hc {r['one_idle_MiB'] / r['host_cp_MiB']:7.2f}")
-    print(f"{'5 created at once -> all Ready (s)':48} {r['five_ready_s']:10.1f} {r['ready_s']:10.1f}s1 "
-          f"{r['five_ready_s'] / r['ready_s']:7.2f}")
-    print(f"{'memory of 5 idle virtual control planes (MiB)':48} {r['five_idle_MiB']:10.0f} "
-          f"{r['one_idle_MiB']:10.0f}s1 {r['five_idle_MiB'] / r['one_idle_MiB']:7.2f}")
-    print(f"{'5 deleted at once -> all gone (s)':48} {r['five_delete_s']:10.1f} {r['delete_s']:10.1f}s1 "
-          f"{r['five_delete_s'] / r['delete_s']:7.2f}")
+    n = BATCH
+    print(f"{f'{n} created at once -> all Ready (s)':48} {r['batch_ready_s']:10.1f} {r['ready_s']:10.1f}s1 "
+          f"{r['batch_ready_s'] / r['ready_s']:7.2f}")
+    print(f"{f'{n} created at once: not Ready at the end':48} {r['batch_failures']:10d}")
+    print(f"{'operator peak memory meanwhile, with runners (MiB)':48} {r['operator_peak_MiB']:10.0f}")
+    print(f"{f'memory of {n} idle virtual control planes (MiB)':48} {r['batch_idle_MiB']:10.0f} "
+          f"{r['one_idle_MiB']:10.0f}s1 {r['batch_idle_MiB'] / r['one_idle_MiB']:7.2f}")
+    print(f"{f'{n} deleted at once -> all gone (s)':48} {r['batch_delete_s']:10.1f} {r['delete_s']:10.1f}s1 "
+          f"{r['batch_delete_s'] / r['delete_s']:7.2f}")
+    print(f"{f'{n} deleted at once: objects left in the host':48} {len(r['batch_leftovers']):10d}")
     print(f"{'label edit of a Ready one: playbook runs started':48} {r['label_edit_runs']:10d}")
     print(f"{'label edit of a Ready one: pods replaced/restarted':48} {r['label_edit_restarts']:10d}")
-    print(f"{'operator restart with 5 Ready -> all resumed (s)':48} {r['restart_s']:10.1f} "
+    print(f"{f'operator restart with {n} Ready -> all resumed (s)':48} {r['restart_s']:10.1f} "
           f"{r['rerun_s']:10.1f}r1 {r['restart_s'] / r['rerun_s']:7.2f}")
     print(f"{'playbook runs started by that restart':48} {r['restart_runs']:10d}")
     print("baselines: rc = the same four binaries started as processes with ready PKI (median of 3);"
           " hc = the host cluster's own control plane (systemd units, RSS); s1 = one virtual cluster alone;"
-          " r1 = a restart in which one of the 5 is converged again (what each one cost before)")
+          f" r1 = a restart in which one of the {n} is converged again (what each one cost before)")
     print("\nwhere the first create went (s), from its run's Ansible events:")
     for phase, seconds in r["phases"]:
         print(f"  {phase:46} {seconds:10.1f}")
