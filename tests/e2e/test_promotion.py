@@ -299,8 +299,58 @@ def test_nodes_of_a_force_deleted_virtual_cluster_come_back(promoting):
     assert_back_in_host_clean(sb, api, "kn-w1")
 
 
+def _budgeted_pair_on(api, nodes: tuple[str, str], spare: str) -> None:
+    """A host Deployment with one replica on each of `nodes` (required anti-affinity, made while `spare` is
+    cordoned) and a budget of one unavailable pod: draining both nodes at once must wait for the first
+    replacement, which only `spare` can take."""
+    core, apps = k8s.CoreV1Api(api), k8s.AppsV1Api(api)
+    labels = {"app": "budgeted"}
+    core.patch_node(spare, {"spec": {"unschedulable": True}})
+    try:
+        apps.create_namespaced_deployment(NS, {
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "budgeted"},
+            "spec": {"replicas": 2, "selector": {"matchLabels": labels}, "template": {
+                "metadata": {"labels": labels},
+                "spec": {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"}]}},
+                         "containers": [{"name": "echo", "image": "kubenest.local/echo:1.0",
+                                         "readinessProbe": {"httpGet": {"path": "/", "port": 8080},
+                                                            "periodSeconds": 1}}]}}}})
+        k8s.PolicyV1Api(api).create_namespaced_pod_disruption_budget(NS, {
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "budgeted"},
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": labels}}})
+
+        def placed():
+            pods = core.list_namespaced_pod(NS, label_selector="app=budgeted").items
+            ready = [p for p in pods if p.status.phase == "Running" and all(c.ready for c in
+                                                                             p.status.container_statuses or [])]
+            return sorted(p.spec.node_name for p in ready) == sorted(nodes) or None
+        wait_for(placed, 180, f"one budgeted replica on each of {', '.join(nodes)}")
+    finally:
+        core.patch_node(spare, {"spec": {"unschedulable": False}})
+
+
+@pytest.fixture
+def budgeted_pair(promoting):
+    _sb, api = promoting
+    try:
+        _budgeted_pair_on(api, ("kn-w2", "kn-w3"), spare="kn-w1")
+        yield
+    finally:  # a budget left behind would hold up every later drain
+        for delete in (k8s.AppsV1Api(api).delete_namespaced_deployment,
+                       k8s.PolicyV1Api(api).delete_namespaced_pod_disruption_budget):
+            try:
+                delete("budgeted", NS)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+
+
+@pytest.mark.usefixtures("budgeted_pair")
 def test_plain_playbook_with_the_globalnodes_inventory_promotes_named_nodes(promoting, tmp_path):
-    """The proposal form (promoteResources.nodes) through ansible-playbook alone, nodes listed by the plugin."""
+    """The proposal form (promoteResources.nodes) through ansible-playbook alone, nodes listed by the plugin.
+    Both nodes hold a replica of a budgeted host Deployment, so their concurrent drains must wait for each
+    other's replacement (the budget refuses the second eviction until the first replacement is ready)."""
     sb, api = promoting
     ensure_namespace(api, "kubenest-e2e-playbook")
     playbook = PlainPlaybook(sb, "kubenest-e2e-playbook", "named", tmp_path)
