@@ -307,23 +307,22 @@ def _budgeted_pair_on(api, nodes: tuple[str, str], spare: str) -> None:
     labels = {"app": "budgeted"}
     core.patch_node(spare, {"spec": {"unschedulable": True}})
     try:
+        apart = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"}]}}
+        echo = {"name": "echo", "image": "kubenest.local/echo:1.0",
+                "readinessProbe": {"httpGet": {"path": "/", "port": 8080}, "periodSeconds": 1}}
         apps.create_namespaced_deployment(NS, {
             "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "budgeted"},
             "spec": {"replicas": 2, "selector": {"matchLabels": labels}, "template": {
-                "metadata": {"labels": labels},
-                "spec": {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-                    {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"}]}},
-                         "containers": [{"name": "echo", "image": "kubenest.local/echo:1.0",
-                                         "readinessProbe": {"httpGet": {"path": "/", "port": 8080},
-                                                            "periodSeconds": 1}}]}}}})
+                "metadata": {"labels": labels}, "spec": {"affinity": apart, "containers": [echo]}}}})
         k8s.PolicyV1Api(api).create_namespaced_pod_disruption_budget(NS, {
             "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "budgeted"},
             "spec": {"maxUnavailable": 1, "selector": {"matchLabels": labels}}})
 
         def placed():
             pods = core.list_namespaced_pod(NS, label_selector="app=budgeted").items
-            ready = [p for p in pods if p.status.phase == "Running" and all(c.ready for c in
-                                                                             p.status.container_statuses or [])]
+            ready = [p for p in pods
+                     if p.status.phase == "Running" and all(c.ready for c in p.status.container_statuses or [])]
             return sorted(p.spec.node_name for p in ready) == sorted(nodes) or None
         wait_for(placed, 180, f"one budgeted replica on each of {', '.join(nodes)}")
     finally:
