@@ -21,6 +21,19 @@ requirements:
   - kubernetes >= 24.2.0
 """
 
+    # The controller-side actions, which need no kubernetes package.
+    CONNECTION = r"""
+options:
+  kubeconfig:
+    description:
+      - Kubeconfig of the cluster to talk to. Default C($K8S_AUTH_KUBECONFIG), C($KUBECONFIG), in-cluster,
+        C(~/.kube/config).
+    type: path
+  context:
+    description: Context of O(kubeconfig) to use.
+    type: str
+"""
+
     # The modules that approve a kubelet's serving-certificate requests.
     SERVING_CSR = r"""
 options:

@@ -1,0 +1,108 @@
+# Copyright: (c) kosmos.kubenest contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleActionFail
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_action import KubeAction, plain
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_api import FIELD_MANAGER, comparable
+
+
+def _objects(definition, namespace):
+    items = definition if isinstance(definition, list) else [definition]
+    objects = []
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise AnsibleActionFail("definition %d is not a mapping" % index)
+        obj = plain(item)
+        meta = obj.get("metadata")
+        if not obj.get("apiVersion") or not obj.get("kind") or not isinstance(meta, dict) or not meta.get("name"):
+            raise AnsibleActionFail("definition %d needs apiVersion, kind and metadata.name" % index)
+        if namespace and not meta.get("namespace"):
+            meta["namespace"] = namespace
+        objects.append(obj)
+    return objects
+
+
+def _ref(obj):
+    meta = obj["metadata"]
+    return obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace")
+
+
+class ActionModule(KubeAction):
+    ARGUMENT_SPEC = dict(
+        definition=dict(type="raw"),
+        api_version=dict(type="str", default="v1"),
+        kind=dict(type="str"),
+        name=dict(type="str"),
+        namespace=dict(type="str"),
+        label_selectors=dict(type="list", elements="str", default=[]),
+        state=dict(type="str", choices=["present", "absent", "patched"], default="present"),
+        wait=dict(type="bool", default=False),
+        wait_timeout=dict(type="float", default=120.0),
+        field_manager=dict(type="str", default=FIELD_MANAGER),
+        force_conflicts=dict(type="bool", default=True),
+        propagation=dict(type="str", choices=["Background", "Foreground", "Orphan"], default="Background"),
+    )
+    MUTUALLY_EXCLUSIVE = [("definition", "label_selectors"), ("name", "label_selectors")]
+    REQUIRED_ONE_OF = [("definition", "kind")]
+
+    def act(self, api, args, check_mode):
+        if args["state"] == "patched":
+            if not (args["kind"] and args["name"] and isinstance(args["definition"], dict)):
+                raise AnsibleActionFail("state=patched needs kind, name and a definition that is one mapping")
+            return self._patched(api, args, check_mode)
+        if args["definition"] is not None and (args["kind"] or args["name"]):
+            raise AnsibleActionFail("a definition names its objects itself: kind and name go with state=absent or "
+                                    "state=patched only")
+        if args["definition"] is not None:
+            objects = _objects(args["definition"], args["namespace"])
+            refs = [_ref(obj) for obj in objects]
+        elif args["state"] == "present" or not (args["name"] or args["label_selectors"]):
+            raise AnsibleActionFail("without a definition only state=absent with kind and a name or label selectors "
+                                    "is possible")
+        elif args["name"]:
+            objects, refs = None, [(args["api_version"], args["kind"], args["name"], args["namespace"])]
+        else:
+            found = api.list(args["api_version"], args["kind"], args["namespace"],
+                             label_selector=",".join(args["label_selectors"]))
+            objects, refs = None, [_ref(obj) for obj in found]
+        if args["state"] == "absent":
+            return self._absent(api, refs, args, check_mode)
+        return self._present(api, objects, args, check_mode)
+
+    @staticmethod
+    def _present(api, objects, args, check_mode):
+        applied, changed = [], False
+        for obj in objects:
+            before = api.get(*_ref(obj))
+            after = api.apply(obj, dry_run=check_mode, force=args["force_conflicts"],
+                              field_manager=args["field_manager"])
+            if before is None or comparable(before) != comparable(after):
+                changed = True
+            applied.append(after)
+        out = {"changed": changed, "objects": applied}
+        if len(applied) == 1:
+            out["result"] = applied[0]
+        return out
+
+    @staticmethod
+    def _patched(api, args, check_mode):
+        """A JSON merge patch of one object: null removes a field; a missing object is no change and no result."""
+        ref = (args["api_version"], args["kind"], args["name"], args["namespace"])
+        before = api.get(*ref)
+        if before is None:
+            return {"changed": False, "objects": [], "result": {}}
+        after = api.merge_patch(*ref, patch=plain(args["definition"]), dry_run=check_mode)
+        return {"changed": comparable(before) != comparable(after), "objects": [after], "result": after}
+
+    @staticmethod
+    def _absent(api, refs, args, check_mode):
+        changed = False
+        for api_version, kind, name, namespace in refs:
+            if api.delete(api_version, kind, name, namespace, propagation=args["propagation"], dry_run=check_mode):
+                changed = True
+                if args["wait"] and not check_mode:
+                    api.wait_gone(api_version, kind, name, namespace, timeout=args["wait_timeout"])
+        return {"changed": changed, "objects": [], "result": {}}

@@ -1,0 +1,64 @@
+# Copyright: (c) kosmos.kubenest contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""What the controller-side API actions share: their connection arguments and how they report errors."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_api import Connection, KubeApi, KubeApiError
+
+CONNECTION_SPEC = dict(
+    kubeconfig=dict(type="path"),
+    context=dict(type="str"),
+    request_timeout=dict(type="float", default=30.0),
+)
+
+
+def plain(value):
+    """Templated values as the built-in types JSON knows, so that a request body holds data only."""
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str(value)
+    raise AnsibleActionFail("a value of type %s cannot be sent to the API server" % type(value).__name__)
+
+
+class KubeAction(ActionBase):
+    """Runs on the controller: no module is copied or started, the request goes out of this process."""
+
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    ARGUMENT_SPEC: dict = {}
+    MUTUALLY_EXCLUSIVE: list = []
+    REQUIRED_ONE_OF: list = []
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        del tmp
+        spec = dict(CONNECTION_SPEC, **self.ARGUMENT_SPEC)
+        args = self.validate_argument_spec(argument_spec=spec, mutually_exclusive=self.MUTUALLY_EXCLUSIVE,
+                                           required_one_of=self.REQUIRED_ONE_OF)[1]
+        try:
+            connection = Connection.resolve(args["kubeconfig"], args["context"])
+            api = KubeApi(connection, timeout=args["request_timeout"])
+            try:
+                result.update(self.act(api, args, check_mode=bool(self._task.check_mode)))
+            finally:
+                api.close()
+        except KubeApiError as exc:
+            raise AnsibleActionFail(str(exc)) from None
+        return result
+
+    def act(self, api, args, check_mode):
+        raise NotImplementedError

@@ -1,0 +1,88 @@
+"""The controller-side API client without a server: reading kubeconfigs, what counts as a change, conditions."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils import kube_api
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_action import plain
+
+
+def write(tmp_path, config):
+    path = tmp_path / "config"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def kubeconfig(user=None, current="main", server="https://127.0.0.1:6443"):
+    return {"apiVersion": "v1", "kind": "Config", "current-context": current,
+            "clusters": [{"name": "c", "cluster": {"server": server, "insecure-skip-tls-verify": True}}],
+            "users": [{"name": "u", "user": user or {"token": "abc"}}],
+            "contexts": [{"name": "main", "context": {"cluster": "c", "user": "u"}},
+                         {"name": "other", "context": {"cluster": "c", "user": "u"}}]}
+
+
+def test_token_and_server_come_from_the_current_context(tmp_path):
+    connection = kube_api.Connection.from_kubeconfig(write(tmp_path, kubeconfig()))
+    assert (connection.host, connection.port, connection.bearer()) == ("127.0.0.1", 6443, "abc")
+
+
+def test_a_token_file_is_read_relative_to_the_kubeconfig_at_each_request(tmp_path):
+    (tmp_path / "token").write_text("first\n")
+    connection = kube_api.Connection.from_kubeconfig(write(tmp_path, kubeconfig({"tokenFile": "token"})))
+    assert connection.bearer() == "first"
+    (tmp_path / "token").write_text("rotated\n")
+    assert connection.bearer() == "rotated"
+
+
+@pytest.mark.parametrize("config, context, message", [
+    (kubeconfig(current=""), None, "names no context and none was given"),
+    (kubeconfig(), "absent", "has no context named 'absent'"),
+    (kubeconfig(server="ftp://x"), None, "is not an http(s) URL"),
+    (kubeconfig({"exec": {"command": "x"}}), None, "authenticates through a plugin"),
+    (kubeconfig({"client-certificate-data": "not base64!", "client-key-data": "x"}), None, "not valid base64"),
+    (kubeconfig({"client-certificate": "missing.crt", "client-key": "missing.key"}), None,
+     "cannot read the kubeconfig's client certificate"),
+])
+def test_unusable_kubeconfigs_are_named(tmp_path, config, context, message):
+    with pytest.raises(kube_api.ConfigError, match=".*" + message.replace("(", r"\(").replace(")", r"\)")):
+        kube_api.Connection.from_kubeconfig(write(tmp_path, config), context)
+
+
+def test_a_kubeconfig_that_is_not_a_mapping_is_named(tmp_path):
+    path = tmp_path / "config"
+    path.write_text("- just\n- a list\n")
+    with pytest.raises(kube_api.ConfigError, match="holds no configuration"):
+        kube_api.Connection.from_kubeconfig(path)
+
+
+def test_comparable_ignores_what_the_server_changes_on_every_write():
+    before = {"kind": "ConfigMap", "metadata": {"name": "a", "resourceVersion": "1", "managedFields": [1]},
+              "data": {"a": "1"}, "status": {"x": 1}}
+    after = {"kind": "ConfigMap", "metadata": {"name": "a", "resourceVersion": "2", "managedFields": [2]},
+             "data": {"a": "1"}, "status": {"x": 2}}
+    assert kube_api.comparable(before) == kube_api.comparable(after)
+    after["data"]["a"] = "2"
+    assert kube_api.comparable(before) != kube_api.comparable(after)
+
+
+@pytest.mark.parametrize("conditions, wanted, met", [
+    ([{"type": "Ready", "status": "True"}], {"type": "Ready"}, True),
+    ([{"type": "Ready", "status": "False"}], {"type": "Ready"}, False),
+    ([{"type": "Ready", "status": "False"}], {"type": "Ready", "status": "False"}, True),
+    ([{"type": "Other", "status": "True"}], {"type": "Ready"}, False),
+    ([{"type": "Ready", "status": "True", "reason": "A"}], {"type": "Ready", "reason": "B"}, False),
+    ([], {"type": "Ready"}, False),
+])
+def test_condition_met(conditions, wanted, met):
+    assert kube_api.condition_met({"status": {"conditions": conditions}}, wanted) is met
+
+
+def test_plain_turns_subclasses_into_builtins_and_refuses_other_types():
+    class Tagged(str):
+        pass
+
+    value = plain({"a": [Tagged("x"), 1, 2.5, True, None]})
+    assert value == {"a": ["x", 1, 2.5, True, None]} and not isinstance(value["a"][0], Tagged)
+    with pytest.raises(Exception, match="a value of type set cannot be sent"):
+        plain({"a": {1, 2}})
