@@ -271,15 +271,17 @@ class KubeApi:
         try:
             return self._resources[api_version][kind]
         except KeyError:
-            raise KubeApiError("the API server serves no kind %s in %s" % (kind, api_version), status=404) from None
+            hint = " (api_version names the group too, e.g. apps/v1)" if "/" not in api_version else ""
+            raise KubeApiError("the API server serves no kind %s in %s%s" % (kind, api_version, hint),
+                               status=404) from None
 
     def path(self, api_version, kind, namespace=None, name=None):
         plural, namespaced = self.resource(api_version, kind)
         parts = ["/api/v1" if api_version == "v1" else "/apis/" + api_version]
-        if namespaced:
-            if not namespace:
-                raise KubeApiError("%s %s needs a namespace" % (kind, name or ""))
+        if namespaced and namespace:
             parts += ["namespaces", urllib.parse.quote(namespace, safe="")]
+        elif namespaced and name:
+            raise KubeApiError("%s %s lives in a namespace and none was given" % (kind, name))
         parts.append(plural)
         if name:
             parts.append(urllib.parse.quote(name, safe=""))

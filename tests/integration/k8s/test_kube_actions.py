@@ -138,7 +138,8 @@ def test_errors_are_specific_and_never_echo_the_request(apiserver, tmp_path):
     assert rc != 0 and result["msg"] == "the API server serves no example.com/v9", result
     rc, result, _ = run_module("kube_apply", apiserver.kubeconfig, namespace=NS,
                                definition={"apiVersion": "v1", "kind": "Gadget", "metadata": {"name": "g"}})
-    assert rc != 0 and result["msg"] == "the API server serves no kind Gadget in v1", result
+    assert rc != 0 and result["msg"] == ("the API server serves no kind Gadget in v1 "
+                                         "(api_version names the group too, e.g. apps/v1)"), result
     rc, result, _ = run_module("kube_apply", apiserver.kubeconfig, definition={"kind": "ConfigMap"})
     assert rc != 0 and result["msg"] == "definition 0 needs apiVersion, kind and metadata.name", result
     rc, result, _ = run_module("kube_apply", tmp_path / "missing.kubeconfig", definition=config_map("x", {}))
