@@ -23,6 +23,12 @@ def core(api_client):
     return kubernetes.client.CoreV1Api(api_client)
 
 
+def act(module, kubeconfig, **args):
+    """(rc, result) of one run of `module`."""
+    rc, result, _out = run_module(module, kubeconfig, **args)
+    return rc, result
+
+
 def config_map(name, data, labels=None):
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": labels or {}},
             "data": data}
@@ -30,13 +36,13 @@ def config_map(name, data, labels=None):
 
 def test_apply_creates_then_changes_only_when_the_object_changes(apiserver, core):
     cm = config_map("first", {"a": "1"}, {"keep": "yes", "drop": "later"})
-    rc, result, _ = run_module("kube_apply", apiserver.kubeconfig, namespace=NS, definition=cm)
+    rc, result = act("kube_apply", apiserver.kubeconfig, namespace=NS, definition=cm)
     assert rc == 0 and result["changed"] and result["result"]["data"] == {"a": "1"}, result
-    rc, result, _ = run_module("kube_apply", apiserver.kubeconfig, namespace=NS, definition=cm)
+    rc, result = act("kube_apply", apiserver.kubeconfig, namespace=NS, definition=cm)
     assert rc == 0 and not result["changed"], result
     # A field this manager set before and not now is removed, as server-side apply promises.
     cm2 = config_map("first", {"a": "2"}, {"keep": "yes"})
-    rc, result, _ = run_module("kube_apply", apiserver.kubeconfig, namespace=NS, definition=cm2)
+    rc, result = act("kube_apply", apiserver.kubeconfig, namespace=NS, definition=cm2)
     assert rc == 0 and result["changed"], result
     stored = core.read_namespaced_config_map("first", NS)
     assert stored.data == {"a": "2"} and stored.metadata.labels == {"keep": "yes"}
@@ -47,59 +53,59 @@ def test_several_objects_in_order_with_server_fields_in_the_answer(apiserver, co
     service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "svc"},
                "spec": {"selector": {"app": "x"}, "ports": [{"name": "a", "port": 53, "protocol": "UDP"},
                                                             {"name": "b", "port": 53, "protocol": "TCP"}]}}
-    rc, result, _ = run_module("kube_apply", apiserver.kubeconfig, namespace=NS,
-                               definition=[config_map("second", {"b": "1"}), service])
+    rc, result = act("kube_apply", apiserver.kubeconfig, namespace=NS,
+                     definition=[config_map("second", {"b": "1"}), service])
     assert rc == 0 and result["changed"] and "result" not in result, result
     assert [o["kind"] for o in result["objects"]] == ["ConfigMap", "Service"]
     assert result["objects"][1]["spec"]["clusterIP"]  # assigned by the server
-    rc, result, _ = run_module("kube_apply", apiserver.kubeconfig, namespace=NS,
-                               definition=[config_map("second", {"b": "1"}), service])
+    rc, result = act("kube_apply", apiserver.kubeconfig, namespace=NS,
+                     definition=[config_map("second", {"b": "1"}), service])
     assert rc == 0 and not result["changed"], result
     assert len(core.read_namespaced_service("svc", NS).spec.ports) == 2
 
 
 def test_check_mode_reports_the_change_and_writes_nothing(apiserver, core):
-    rc, result, _ = run_module("kube_apply", apiserver.kubeconfig, check=True, namespace=NS,
-                               definition=config_map("dry", {"x": "1"}))
+    rc, result = act("kube_apply", apiserver.kubeconfig, check=True, namespace=NS,
+                     definition=config_map("dry", {"x": "1"}))
     assert rc == 0 and result["changed"] and result["result"]["data"] == {"x": "1"}, result
     assert not core.list_namespaced_config_map(NS, field_selector="metadata.name=dry").items
-    run_module("kube_apply", apiserver.kubeconfig, namespace=NS, definition=config_map("dry", {"x": "1"}))
-    rc, result, _ = run_module("kube_apply", apiserver.kubeconfig, check=True, namespace=NS,
-                               definition=config_map("dry", {"x": "2"}))
+    act("kube_apply", apiserver.kubeconfig, namespace=NS, definition=config_map("dry", {"x": "1"}))
+    rc, result = act("kube_apply", apiserver.kubeconfig, check=True, namespace=NS,
+                     definition=config_map("dry", {"x": "2"}))
     assert rc == 0 and result["changed"], result
     assert core.read_namespaced_config_map("dry", NS).data == {"x": "1"}
-    rc, result, _ = run_module("kube_apply", apiserver.kubeconfig, check=True, namespace=NS,
-                               definition=config_map("dry", {"x": "1"}))
+    rc, result = act("kube_apply", apiserver.kubeconfig, check=True, namespace=NS,
+                     definition=config_map("dry", {"x": "1"}))
     assert rc == 0 and not result["changed"], result
 
 
 def test_delete_by_name_and_by_label_then_nothing_to_do(apiserver, core):
     for name, team in (("del-a", "x"), ("del-b", "x"), ("del-c", "y")):
         core.create_namespaced_config_map(NS, {"metadata": {"name": name, "labels": {"team": team}}})
-    rc, result, _ = run_module("kube_apply", apiserver.kubeconfig, state="absent", kind="ConfigMap", name="del-c",
-                               namespace=NS, wait=True)
+    rc, result = act("kube_apply", apiserver.kubeconfig, state="absent", kind="ConfigMap", name="del-c",
+                     namespace=NS, wait=True)
     assert rc == 0 and result["changed"], result
-    rc, result, _ = run_module("kube_apply", apiserver.kubeconfig, state="absent", kind="ConfigMap", name="del-c",
-                               namespace=NS)
+    rc, result = act("kube_apply", apiserver.kubeconfig, state="absent", kind="ConfigMap", name="del-c",
+                     namespace=NS)
     assert rc == 0 and not result["changed"], result
-    rc, result, _ = run_module("kube_apply", apiserver.kubeconfig, check=True, state="absent", kind="ConfigMap",
-                               namespace=NS, label_selectors=["team=x"])
+    rc, result = act("kube_apply", apiserver.kubeconfig, check=True, state="absent", kind="ConfigMap",
+                     namespace=NS, label_selectors=["team=x"])
     assert rc == 0 and result["changed"], result
     assert len(core.list_namespaced_config_map(NS, label_selector="team=x").items) == 2
-    rc, result, _ = run_module("kube_apply", apiserver.kubeconfig, state="absent", kind="ConfigMap",
-                               namespace=NS, label_selectors=["team=x"])
+    rc, result = act("kube_apply", apiserver.kubeconfig, state="absent", kind="ConfigMap",
+                     namespace=NS, label_selectors=["team=x"])
     assert rc == 0 and result["changed"], result
     assert not core.list_namespaced_config_map(NS, label_selector="team=x").items
 
 
 def test_info_reads_one_lists_by_label_and_misses_quietly(apiserver, core):
     core.create_namespaced_config_map(NS, {"metadata": {"name": "info-a", "labels": {"info": "yes"}}})
-    rc, result, _ = run_module("kube_info", apiserver.kubeconfig, kind="ConfigMap", namespace=NS, name="info-a")
+    rc, result = act("kube_info", apiserver.kubeconfig, kind="ConfigMap", namespace=NS, name="info-a")
     assert rc == 0 and [r["metadata"]["name"] for r in result["resources"]] == ["info-a"], result
-    rc, result, _ = run_module("kube_info", apiserver.kubeconfig, kind="ConfigMap", namespace=NS,
-                               label_selectors=["info=yes"])
+    rc, result = act("kube_info", apiserver.kubeconfig, kind="ConfigMap", namespace=NS,
+                     label_selectors=["info=yes"])
     assert rc == 0 and [(r["kind"], r["apiVersion"]) for r in result["resources"]] == [("ConfigMap", "v1")]
-    rc, result, _ = run_module("kube_info", apiserver.kubeconfig, kind="ConfigMap", namespace=NS, name="none")
+    rc, result = act("kube_info", apiserver.kubeconfig, kind="ConfigMap", namespace=NS, name="none")
     assert rc == 0 and result["resources"] == [], result
 
 
@@ -110,20 +116,20 @@ def test_wait_for_a_condition_succeeds_or_names_what_is_missing(apiserver):
                     "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
                     "versions": [{"name": "v1", "served": True, "storage": True,
                                   "schema": {"openAPIV3Schema": {"type": "object"}}}]}}
-    rc, result, _ = run_module("kube_apply", apiserver.kubeconfig, definition=crd)
+    rc, result = act("kube_apply", apiserver.kubeconfig, definition=crd)
     assert rc == 0, result
-    rc, result, _ = run_module("kube_info", apiserver.kubeconfig, api_version="apiextensions.k8s.io/v1",
-                               kind="CustomResourceDefinition", name="widgets.example.com", wait=True,
-                               wait_condition={"type": "Established"}, wait_timeout=60, wait_sleep=0.2)
+    rc, result = act("kube_info", apiserver.kubeconfig, api_version="apiextensions.k8s.io/v1",
+                     kind="CustomResourceDefinition", name="widgets.example.com", wait=True,
+                     wait_condition={"type": "Established"}, wait_timeout=60, wait_sleep=0.2)
     assert rc == 0 and len(result["resources"]) == 1, result
-    rc, result, _ = run_module("kube_info", apiserver.kubeconfig, api_version="apiextensions.k8s.io/v1",
-                               kind="CustomResourceDefinition", name="widgets.example.com", wait=True,
-                               wait_condition={"type": "Established", "status": "False"}, wait_timeout=1)
+    rc, result = act("kube_info", apiserver.kubeconfig, api_version="apiextensions.k8s.io/v1",
+                     kind="CustomResourceDefinition", name="widgets.example.com", wait=True,
+                     wait_condition={"type": "Established", "status": "False"}, wait_timeout=1)
     assert rc != 0 and result["msg"] == ("CustomResourceDefinition widgets.example.com did not reach "
                                          "Established=False within 1.0s: widgets.example.com is "
                                          "Established=True (InitialNamesAccepted)"), result
-    rc, result, _ = run_module("kube_info", apiserver.kubeconfig, kind="ConfigMap", namespace=NS, name="never",
-                               wait=True, wait_timeout=1)
+    rc, result = act("kube_info", apiserver.kubeconfig, kind="ConfigMap", namespace=NS, name="never",
+                     wait=True, wait_timeout=1)
     assert rc != 0 and result["msg"] == "ConfigMap never did not appear within 1.0s", result
 
 
@@ -133,22 +139,22 @@ def test_errors_are_specific_and_never_echo_the_request(apiserver, tmp_path):
     rc, result, out = run_module("kube_apply", apiserver.kubeconfig, definition=secret)
     assert rc != 0 and "HTTP 422" in result["msg"] and "bad key!" in result["msg"], result
     assert "secret-value-42" not in out
-    rc, result, _ = run_module("kube_apply", apiserver.kubeconfig, namespace=NS,
-                               definition={"apiVersion": "example.com/v9", "kind": "Gadget", "metadata": {"name": "g"}})
+    rc, result = act("kube_apply", apiserver.kubeconfig, namespace=NS,
+                     definition={"apiVersion": "example.com/v9", "kind": "Gadget", "metadata": {"name": "g"}})
     assert rc != 0 and result["msg"] == "the API server serves no example.com/v9", result
-    rc, result, _ = run_module("kube_apply", apiserver.kubeconfig, namespace=NS,
-                               definition={"apiVersion": "v1", "kind": "Gadget", "metadata": {"name": "g"}})
+    rc, result = act("kube_apply", apiserver.kubeconfig, namespace=NS,
+                     definition={"apiVersion": "v1", "kind": "Gadget", "metadata": {"name": "g"}})
     assert rc != 0 and result["msg"] == ("the API server serves no kind Gadget in v1 "
                                          "(api_version names the group too, e.g. apps/v1)"), result
-    rc, result, _ = run_module("kube_apply", apiserver.kubeconfig, definition={"kind": "ConfigMap"})
+    rc, result = act("kube_apply", apiserver.kubeconfig, definition={"kind": "ConfigMap"})
     assert rc != 0 and result["msg"] == "definition 0 needs apiVersion, kind and metadata.name", result
-    rc, result, _ = run_module("kube_apply", tmp_path / "missing.kubeconfig", definition=config_map("x", {}))
+    rc, result = act("kube_apply", tmp_path / "missing.kubeconfig", definition=config_map("x", {}))
     assert rc != 0 and "cannot read the kubeconfig" in result["msg"] and "No such file" in result["msg"], result
     exec_config = yaml.safe_load(apiserver.kubeconfig.read_text())
     exec_config["users"][0]["user"] = {"exec": {"command": "touch", "args": [str(tmp_path / "ran")],
                                                 "apiVersion": "client.authentication.k8s.io/v1"}}
     (tmp_path / "exec.kubeconfig").write_text(yaml.safe_dump(exec_config))
-    rc, result, _ = run_module("kube_info", tmp_path / "exec.kubeconfig", kind="Namespace")
+    rc, result = act("kube_info", tmp_path / "exec.kubeconfig", kind="Namespace")
     assert rc != 0 and "authenticates through a plugin" in result["msg"], result
     assert not (tmp_path / "ran").exists()
 
@@ -169,7 +175,7 @@ def test_a_token_kubeconfig_is_used_and_a_refusal_is_reported(apiserver, core, t
     (tmp_path / "ca.crt").write_bytes(base64.b64decode(cluster.pop("certificate-authority-data")))
     cluster["certificate-authority"] = "ca.crt"
     path.write_text(json.dumps(config))
-    rc, result, _ = run_module("kube_info", path, kind="Secret", namespace=NS)
+    rc, result = act("kube_info", path, kind="Secret", namespace=NS)
     assert rc != 0 and "HTTP 403" in result["msg"], result
 
 
@@ -177,18 +183,18 @@ def test_patched_merges_removes_with_null_and_skips_a_missing_object(apiserver, 
     core.create_namespaced_config_map(NS, {"metadata": {"name": "patch-me", "labels": {"a": "1", "b": "2"}},
                                            "data": {"k": "v"}})
     args = dict(state="patched", kind="ConfigMap", namespace=NS, name="patch-me")
-    rc, result, _ = run_module("kube_apply", apiserver.kubeconfig, **args,
-                               definition={"metadata": {"labels": {"b": None, "c": "3"}}})
+    rc, result = act("kube_apply", apiserver.kubeconfig, **args,
+                     definition={"metadata": {"labels": {"b": None, "c": "3"}}})
     assert rc == 0 and result["changed"] and result["result"]["metadata"]["labels"] == {"a": "1", "c": "3"}
-    rc, result, _ = run_module("kube_apply", apiserver.kubeconfig, **args,
-                               definition={"metadata": {"labels": {"c": "3"}}})
+    rc, result = act("kube_apply", apiserver.kubeconfig, **args,
+                     definition={"metadata": {"labels": {"c": "3"}}})
     assert rc == 0 and not result["changed"], result
-    rc, result, _ = run_module("kube_apply", apiserver.kubeconfig, check=True, **args,
-                               definition={"data": {"k": "w"}})
+    rc, result = act("kube_apply", apiserver.kubeconfig, check=True, **args,
+                     definition={"data": {"k": "w"}})
     assert rc == 0 and result["changed"] and core.read_namespaced_config_map("patch-me", NS).data == {"k": "v"}
-    rc, result, _ = run_module("kube_apply", apiserver.kubeconfig, **dict(args, name="nothing-here"),
-                               definition={"data": {"k": "w"}})
+    missing = {**args, "name": "nothing-here", "definition": {"data": {"k": "w"}}}
+    rc, result = act("kube_apply", apiserver.kubeconfig, **missing)
     assert rc == 0 and not result["changed"] and result["result"] == {}, result
-    rc, result, _ = run_module("kube_apply", apiserver.kubeconfig, state="patched", kind="ConfigMap",
-                               namespace=NS, definition={"data": {}})
+    rc, result = act("kube_apply", apiserver.kubeconfig, state="patched", kind="ConfigMap",
+                     namespace=NS, definition={"data": {}})
     assert rc != 0 and result["msg"] == "state=patched needs kind, name and a definition that is one mapping"
