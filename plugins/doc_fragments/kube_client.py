@@ -32,6 +32,10 @@ options:
   context:
     description: Context of O(kubeconfig) to use.
     type: str
+  request_timeout:
+    description: Seconds one request to the API server may take.
+    type: float
+    default: 30
 """
 
     # The modules that approve a kubelet's serving-certificate requests.

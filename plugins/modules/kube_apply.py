@@ -71,10 +71,6 @@ options:
     type: str
     choices: [Background, Foreground, Orphan]
     default: Background
-  request_timeout:
-    description: Seconds one request to the API server may take.
-    type: float
-    default: 30
 attributes:
   check_mode:
     support: full

@@ -69,10 +69,6 @@ options:
     description: Seconds between reads while waiting.
     type: float
     default: 1
-  request_timeout:
-    description: Seconds one request to the API server may take.
-    type: float
-    default: 30
 attributes:
   check_mode:
     support: full

@@ -16,7 +16,8 @@ description:
   - The result has the shape of a registered M(kubernetes.core.k8s_info) loop (C(results), each with C(item)
     and C(resources)), so that filters written for such loops read it unchanged, e.g.
     P(kosmos.kubenest.ownership#filter).
-  - Read-only; one module run instead of one per kind.
+  - Read-only; one task instead of one per kind.
+  - Runs as an action on the controller, so a task costs its requests only.
 author:
   - kosmos.kubenest maintainers (@kosmos-kubenest)
 options:
@@ -52,8 +53,11 @@ attributes:
   diff_mode:
     support: none
     description: Only reads.
+  action:
+    support: full
+    description: Runs on the controller.
 extends_documentation_fragment:
-  - kosmos.kubenest.kube_client
+  - kosmos.kubenest.kube_client.connection
 """
 
 EXAMPLES = r"""
@@ -85,72 +89,3 @@ results:
       type: list
       elements: dict
 """
-
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_client import (
-    HAS_KUBERNETES,
-    KUBECONFIG_ARGS,
-    KUBERNETES_IMPORT_ERROR,
-    ApiException,
-    KubeClientError,
-    api_client,
-    describe,
-)
-
-# The server strips every object down to its metadata.
-METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
-TIMEOUT = 30
-
-
-def list_metadata(dynamic, namespace, query):
-    resource = dynamic.resources.get(api_version=query["api_version"], kind=query["kind"])
-    kwargs = dict(namespace=namespace, header_params={"Accept": METADATA_ONLY}, _request_timeout=TIMEOUT)
-    if query.get("label_selector"):
-        kwargs["label_selector"] = query["label_selector"]
-    listing = dynamic.get(resource, **kwargs).to_dict()
-    names = query.get("names")
-    return [dict(apiVersion=query["api_version"], kind=query["kind"], metadata=item.get("metadata") or {})
-            for item in listing.get("items") or []
-            if names is None or (item.get("metadata") or {}).get("name") in names]
-
-
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            KUBECONFIG_ARGS,
-            namespace=dict(type="str", required=True),
-            queries=dict(type="list", elements="dict", required=True, options=dict(
-                api_version=dict(type="str", required=True),
-                kind=dict(type="str", required=True),
-                names=dict(type="list", elements="str"),
-                label_selector=dict(type="str"),
-            )),
-        ),
-        supports_check_mode=True,
-    )
-    if not HAS_KUBERNETES:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
-    p = module.params
-    query = None
-    try:
-        from kubernetes.dynamic import DynamicClient
-        from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
-
-        dynamic = DynamicClient(api_client(p["kubeconfig"], p["context"]))
-        results = []
-        for query in p["queries"]:
-            results.append(dict(item=query, resources=list_metadata(dynamic, p["namespace"], query)))
-    except KubeClientError as exc:
-        module.fail_json(msg=str(exc))
-    except ResourceNotFoundError:
-        module.fail_json(msg="queries: the API server has no kind %s in %s" % (query["kind"], query["api_version"]))
-    except ApiException as exc:
-        module.fail_json(msg="listing %s in %s failed: %s" % (query["kind"], p["namespace"], describe(exc)))
-    except DynamicApiError as exc:
-        failed = (query["kind"], p["namespace"], exc.status, exc.reason)
-        module.fail_json(msg="listing %s in %s failed: HTTP %s %s" % failed)
-    module.exit_json(changed=False, results=results)
-
-
-if __name__ == "__main__":
-    main()

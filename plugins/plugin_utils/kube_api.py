@@ -23,6 +23,10 @@ import urllib.parse
 import yaml
 
 FIELD_MANAGER = "kosmos.kubenest"
+# A busy server's Retry-After is followed this many times, each wait capped.
+RETRIES = 10
+MAX_RETRY_AFTER = 5.0
+METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 IN_CLUSTER_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 # Fields that change on every write or belong to the server; left out when comparing before and after.
 _VOLATILE_METADATA = ("resourceVersion", "managedFields", "generation", "creationTimestamp", "uid")
@@ -221,12 +225,13 @@ class KubeApi:
                                     server_name=c.server_name)
         return http.client.HTTPConnection(c.host, c.port, timeout=self.timeout)
 
-    def request(self, method, path, query=None, body=None, content_type="application/json", ok_missing=False):
+    def request(self, method, path, query=None, body=None, content_type="application/json", ok_missing=False,
+                accept="application/json"):
         """JSON answer of one request; None when ok_missing and the object does not exist."""
         url = self.connection.base_path + path
         if query:
             url += "?" + urllib.parse.urlencode([(k, v) for k, v in query.items() if v is not None])
-        headers = {"Accept": "application/json", "User-Agent": "kosmos.kubenest"}
+        headers = {"Accept": accept, "User-Agent": "kosmos.kubenest"}
         token = self.connection.bearer()
         if token:
             headers["Authorization"] = "Bearer " + token
@@ -234,6 +239,21 @@ class KubeApi:
         if body is not None:
             data = json.dumps(body).encode()
             headers["Content-Type"] = content_type
+        for _attempt in range(RETRIES):
+            status, reason, retry_after, payload = self._send(method, path, url, data, headers)
+            # Like client-go: a busy or starting server says when to come back (e.g. 429 while the storage of a
+            # new CRD initializes); anything else is answered at once.
+            if retry_after is None or not (status == 429 or 500 <= status < 600):
+                break
+            time.sleep(min(max(retry_after, 0.1), MAX_RETRY_AFTER))
+        if status == 404 and ok_missing:
+            return None
+        if status >= 400:
+            raise KubeApiError("%s %s: %s" % (method, path, _status_message(status, reason, payload)),
+                               status=status, reason=reason)
+        return json.loads(payload) if payload else {}
+
+    def _send(self, method, path, url, data, headers):
         for attempt in (1, 2):
             if self._conn is None:
                 self._conn = self._open()
@@ -241,23 +261,22 @@ class KubeApi:
                 self._conn.request(method, url, body=data, headers=headers)
                 response = self._conn.getresponse()
                 payload = response.read()
-                break
             except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
                 # A kept-alive connection the server closed: one fresh try.
                 self.close()
                 if attempt == 2:
                     raise KubeApiError("%s %s: the API server closed the connection" % (method, path)) from None
+                continue
             except (OSError, http.client.HTTPException) as exc:
                 self.close()
                 raise KubeApiError("%s %s: cannot reach the API server at %s: %s"
                                    % (method, path, self.connection.server, exc)) from None
-        if response.status == 404 and ok_missing:
-            return None
-        if response.status >= 400:
-            raise KubeApiError("%s %s: %s" % (method, path, _status_message(response.status, response.reason,
-                                                                            payload)),
-                               status=response.status, reason=response.reason)
-        return json.loads(payload) if payload else {}
+            try:
+                retry_after = float(response.getheader("Retry-After"))
+            except (TypeError, ValueError):
+                retry_after = None
+            return response.status, response.reason, retry_after, payload
+        raise AssertionError("unreachable")
 
     # Discovery of one group-version tells a kind's resource name and whether it lives in a namespace.
     def resource(self, api_version, kind):
@@ -293,12 +312,19 @@ class KubeApi:
     def list(self, api_version, kind, namespace=None, label_selector=None, field_selector=None):
         answer = self.request("GET", self.path(api_version, kind, namespace),
                               query={"labelSelector": label_selector or None, "fieldSelector": field_selector or None})
-        items = answer.get("items", [])
+        items = answer.get("items") or []
         # A list's items carry neither apiVersion nor kind; put them back so each item stands on its own.
         for item in items:
             item.setdefault("apiVersion", api_version)
             item.setdefault("kind", kind)
         return items
+
+    def list_metadata(self, api_version, kind, namespace=None, label_selector=None):
+        """Only the metadata of the objects, as the server strips them: a Secret's content never leaves it."""
+        answer = self.request("GET", self.path(api_version, kind, namespace),
+                              query={"labelSelector": label_selector or None}, accept=METADATA_ONLY)
+        return [{"apiVersion": api_version, "kind": kind, "metadata": item.get("metadata") or {}}
+                for item in answer.get("items") or []]
 
     def apply(self, obj, dry_run=False, force=True, field_manager=FIELD_MANAGER):
         meta = obj.get("metadata") or {}

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import http.server
+import json
+import threading
+
 import pytest
 import yaml
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils import kube_api
@@ -86,3 +90,54 @@ def test_plain_turns_subclasses_into_builtins_and_refuses_other_types():
     assert value == {"a": ["x", 1, 2.5, True, None]} and not isinstance(value["a"][0], Tagged)
     with pytest.raises(Exception, match="a value of type set cannot be sent"):
         plain({"a": {1, 2}})
+
+
+class _Scripted(http.server.BaseHTTPRequestHandler):
+    """Answers from a script of (status, headers) pairs, then 200."""
+
+    script: list = []
+    seen: list = []
+
+    def do_GET(self):
+        type(self).seen.append(self.path)
+        status, headers = type(self).script.pop(0) if type(self).script else (200, {})
+        body = json.dumps({"kind": "Status", "message": "busy"} if status >= 400 else {"items": None}).encode()
+        self.send_response(status)
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        del args
+
+
+@pytest.fixture
+def scripted():
+    server = http.server.HTTPServer(("127.0.0.1", 0), _Scripted)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    _Scripted.seen = []
+    yield server, kube_api.KubeApi(kube_api.Connection(f"http://127.0.0.1:{server.server_port}"))
+    server.shutdown()
+
+
+def test_a_busy_server_is_asked_again_after_its_retry_after(scripted):
+    _server, api = scripted
+    _Scripted.script = [(429, {"Retry-After": "0"}), (503, {"Retry-After": "0"})]
+    assert api.request("GET", "/api/v1/nodes") == {"items": None}
+    assert len(_Scripted.seen) == 3
+
+
+def test_no_retry_without_retry_after_and_a_bounded_number_with_it(scripted):
+    _server, api = scripted
+    _Scripted.script = [(429, {})]
+    with pytest.raises(kube_api.KubeApiError, match="HTTP 429 Too Many Requests: busy"):
+        api.request("GET", "/api/v1/nodes")
+    assert len(_Scripted.seen) == 1
+    _Scripted.seen = []
+    _Scripted.script = [(429, {"Retry-After": "0"})] * (kube_api.RETRIES + 5)
+    with pytest.raises(kube_api.KubeApiError, match="HTTP 429"):
+        api.request("GET", "/api/v1/nodes")
+    assert len(_Scripted.seen) == kube_api.RETRIES
