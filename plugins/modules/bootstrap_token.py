@@ -49,8 +49,11 @@ attributes:
   diff_mode:
     support: none
     description: Nothing to show as a diff.
+  action:
+    support: full
+    description: Runs on the controller.
 extends_documentation_fragment:
-  - kosmos.kubenest.kube_client
+  - kosmos.kubenest.kube_client.connection
 """
 
 EXAMPLES = r"""
@@ -90,122 +93,3 @@ deleted:
   type: list
   elements: str
 """
-
-import re
-import secrets
-import string
-from datetime import datetime, timedelta, timezone
-
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_client import (
-    HAS_KUBERNETES,
-    KUBECONFIG_ARGS,
-    KUBERNETES_IMPORT_ERROR,
-    ApiException,
-    KubeClientError,
-    api_client,
-    describe,
-)
-
-NAMESPACE = "kube-system"
-SECRET_TYPE = "bootstrap.kubernetes.io/token"
-GROUP_PREFIX = "system:bootstrappers:"
-TOKEN_ID = re.compile(r"^[a-z0-9]{6}$")
-ALPHABET = string.ascii_lowercase + string.digits  # the bootstrap token format: [a-z0-9]{6}.[a-z0-9]{16}
-LABELS = {"app.kubernetes.io/managed-by": "kosmos.kubenest", "kosmos.io/bootstrap-token": "true"}
-
-
-def _random(length):
-    return "".join(secrets.choice(ALPHABET) for dummy in range(length))
-
-
-def token_secret(node, token_id, token_secret_value, expiration, groups):
-    """The Secret the API server's bootstrap authenticator reads (k8s.io/cluster-bootstrap/token/api)."""
-    data = {
-        "token-id": token_id,
-        "token-secret": token_secret_value,
-        "expiration": expiration,
-        "usage-bootstrap-authentication": "true",
-        "usage-bootstrap-signing": "true",
-    }
-    if groups:
-        data["auth-extra-groups"] = ",".join(groups)
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "type": SECRET_TYPE,
-        "metadata": {"name": "bootstrap-token-" + token_id, "namespace": NAMESPACE,
-                     "labels": dict(LABELS, **{"kosmos.io/globalnode": node})},
-        "stringData": data,
-    }
-
-
-def create(module, core):
-    expiration = (datetime.now(timezone.utc) + timedelta(seconds=module.params["ttl"])).strftime("%Y-%m-%dT%H:%M:%SZ")
-    if module.check_mode:
-        return dict(changed=True, expiration=expiration)
-    token_id, secret_value = _random(6), _random(16)
-    core.create_namespaced_secret(NAMESPACE, token_secret(module.params["node"], token_id, secret_value, expiration,
-                                                          module.params["groups"]))
-    return dict(changed=True, token="%s.%s" % (token_id, secret_value), token_id=token_id, expiration=expiration)
-
-
-def delete(module, core):
-    if module.params["token_id"]:
-        names = ["bootstrap-token-" + module.params["token_id"]]
-    else:
-        labels = dict(LABELS, **{"kosmos.io/globalnode": module.params["node"]})
-        selector = ",".join("%s=%s" % item for item in sorted(labels.items()))
-        names = [s.metadata.name for s in core.list_namespaced_secret(NAMESPACE, label_selector=selector).items]
-    deleted = []
-    for name in names:
-        if module.check_mode:
-            deleted.append(name)  # a named token may already be gone; check mode does not read it to find out
-            continue
-        try:
-            core.delete_namespaced_secret(name, NAMESPACE)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-        else:
-            deleted.append(name)
-    return dict(changed=bool(deleted), deleted=deleted)
-
-
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            KUBECONFIG_ARGS,
-            node=dict(type="str", required=True),
-            state=dict(type="str", choices=["present", "absent"], default="present"),
-            ttl=dict(type="int", default=600),
-            groups=dict(type="list", elements="str", default=[]),
-            token_id=dict(type="str"),
-        ),
-        supports_check_mode=True,
-    )
-    if not HAS_KUBERNETES:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
-    params = module.params
-    if params["ttl"] <= 0:
-        module.fail_json(msg="ttl must be a positive number of seconds, got %d" % params["ttl"])
-    bad = [g for g in params["groups"] if not g.startswith(GROUP_PREFIX) or "," in g]
-    if bad:
-        module.fail_json(msg="groups: each must start with %s and hold no comma: %s" % (GROUP_PREFIX, ", ".join(bad)))
-    if params["token_id"] is not None and not TOKEN_ID.match(params["token_id"]):
-        module.fail_json(msg="token_id must be 6 characters of [a-z0-9], got %r" % params["token_id"])
-    try:
-        from kubernetes import client as k8s
-
-        core = k8s.CoreV1Api(api_client(params["kubeconfig"], params["context"]))
-        result = create(module, core) if params["state"] == "present" else delete(module, core)
-    except KubeClientError as exc:
-        module.fail_json(msg=str(exc))
-    except ApiException as exc:
-        module.fail_json(msg="bootstrap token of %s (%s): API call failed: %s"
-                         % (params["node"], params["state"], describe(exc)))
-    module.exit_json(**result)
-
-
-if __name__ == "__main__":
-    main()

@@ -326,6 +326,10 @@ class KubeApi:
         return [{"apiVersion": api_version, "kind": kind, "metadata": item.get("metadata") or {}}
                 for item in answer.get("items") or []]
 
+    def create(self, obj):
+        meta = obj.get("metadata") or {}
+        return self.request("POST", self.path(obj["apiVersion"], obj["kind"], meta.get("namespace")), body=obj)
+
     def apply(self, obj, dry_run=False, force=True, field_manager=FIELD_MANAGER):
         meta = obj.get("metadata") or {}
         return self.request("PATCH", self.path(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"]),
