@@ -120,11 +120,14 @@ attributes:
   diff_mode:
     support: full
     description: Shows each moved node's state and holder before and after.
+  action:
+    support: full
+    description: Runs on the controller.
 notes:
   - A reservation left behind by an interrupted run is kept by its virtual cluster (the next run of the same
     virtual cluster resumes with it) and is released by the operator once that virtual cluster is gone.
 extends_documentation_fragment:
-  - kosmos.kubenest.kube_client
+  - kosmos.kubenest.kube_client.connection
 """
 
 EXAMPLES = r"""
@@ -202,160 +205,3 @@ nodes:
   returned: always
   type: dict
 """
-
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible_collections.kosmos.kubenest.plugins.module_utils import globalnodes as gn
-from ansible_collections.kosmos.kubenest.plugins.module_utils.host_essentials import stranded_by_drain
-from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_client import (
-    HAS_KUBERNETES,
-    KUBECONFIG_ARGS,
-    KUBERNETES_IMPORT_ERROR,
-    ApiException,
-    KubeClientError,
-    api_client,
-    describe,
-)
-from ansible_collections.kosmos.kubenest.plugins.module_utils.selectors import SelectorError
-
-CLAIM_ATTEMPTS = 3
-
-
-def _summary(node):
-    return {"state": gn.state_of(node), "virtualCluster": gn.owner_of(node),
-            "agentCertificates": gn.agent_pins_of(node)}
-
-
-def _facts(node):
-    spec = node.get("spec") or {}
-    return {"nodeIP": spec.get("nodeIP"), "labels": spec.get("labels") or {}, "state": gn.state_of(node),
-            "virtualCluster": gn.owner_of(node)}
-
-
-def _host_essentials(client, essentials):
-    """protected(name, away) for plan_claim, from the host's Nodes and the pods of the essentials' namespaces."""
-    from kubernetes import client as k8s  # present: main() checked HAS_KUBERNETES
-
-    core = k8s.CoreV1Api(client)
-    host_nodes = client.sanitize_for_serialization(core.list_node().items)
-    pods = []
-    for namespace in sorted(set(entry["namespace"] for entry in essentials)):
-        pods.extend(client.sanitize_for_serialization(core.list_namespaced_pod(namespace).items))
-
-    def protected(name, away):
-        stranded = stranded_by_drain(name, pods, host_nodes, away, essentials)
-        return "draining it would leave %s nowhere to run" % ", ".join(stranded) if stranded else None
-
-    return protected
-
-
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            KUBECONFIG_ARGS,
-            virtual_cluster=dict(type="str", required=True),
-            state=dict(type="str", choices=["reserved", "occupied", "returning", "held", "free"]),
-            names=dict(type="list", elements="str"),
-            policies=dict(type="list", elements="dict"),
-            select_nodes=dict(type="list", elements="str"),
-            exclude=dict(type="list", elements="str", default=[]),
-            blocked=dict(type="list", elements="str", default=[]),
-            queue=dict(type="list", elements="dict", default=[], options=dict(
-                virtual_cluster=dict(type="str", required=True),
-                policies=dict(type="list", elements="dict"),
-                select_nodes=dict(type="list", elements="str"),
-            )),
-            protect=dict(type="list", elements="dict", default=[], options=dict(
-                namespace=dict(type="str", required=True),
-                selector=dict(type="dict", required=True),
-            )),
-            agent_certificates=dict(type="list", elements="str"),
-            reason=dict(type="str", default="Updated"),
-            note=dict(type="str", default=""),
-        ),
-        mutually_exclusive=[("names", "policies"), ("names", "select_nodes")],
-        required_one_of=[("state", "agent_certificates")],
-        required_by={"agent_certificates": "names"},
-        supports_check_mode=True,
-    )
-    if not HAS_KUBERNETES:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
-    p = module.params
-    owner = p["virtual_cluster"]
-    if owner.count("/") != 1 or not all(owner.split("/")):
-        module.fail_json(msg="virtual_cluster: %r must be namespace/name" % owner)
-    selecting = p["policies"] is not None or p["select_nodes"] is not None
-    if selecting and p["state"] != gn.RESERVED:
-        module.fail_json(msg="policies and select_nodes choose nodes to reserve: use them with state=reserved")
-    if not selecting and p["names"] is None:
-        module.fail_json(msg="give names, or policies/select_nodes with state=reserved")
-    pins = None
-    if p["agent_certificates"] is not None:
-        pins = sorted(set(pin.strip().lower().replace(":", "") for pin in p["agent_certificates"]))
-        bad = [pin for pin in pins if len(pin) != 64 or pin.strip("0123456789abcdef")]
-        if bad or not pins:
-            module.fail_json(msg="agent_certificates: %s is not a list of SHA-256 fingerprints (64 hex digits)"
-                             % (bad or p["agent_certificates"]))
-
-    try:
-        client = api_client(p["kubeconfig"], p["context"])
-        nodes = gn.GlobalNodes(client)
-        result = dict(changed=False, satisfied=True, moved=[], nodes={})
-        diff = {"before": {}, "after": {}}
-        if selecting:
-            # Another virtual cluster may win a node between our read and our write: plan again from a fresh list.
-            for attempt in range(CLAIM_ATTEMPTS):
-                listed = nodes.list()
-                protected = _host_essentials(client, p["protect"]) if p["protect"] else None
-                queue = [w for w in p["queue"] if w["virtual_cluster"] != owner]
-                blocked = gn.kept_for_queue(listed, queue, exclude=set(p["exclude"]), blocked=set(p["blocked"]),
-                                            protected=protected)
-                plan = gn.plan_claim(listed, owner, policies=p["policies"], names=p["select_nodes"],
-                                     exclude=set(p["exclude"]), blocked=blocked, protected=protected)
-                if not plan.satisfied:
-                    break
-                try:
-                    done = nodes.reserve_all(plan.add, owner, p["reason"], p["note"] or plan.message(),
-                                             check_mode=module.check_mode)
-                    break
-                except (gn.ClaimError, gn.Conflict):
-                    if attempt == CLAIM_ATTEMPTS - 1:
-                        raise
-            result.update(satisfied=plan.satisfied, message=plan.message(), wanted=plan.wanted,
-                          available=plan.available, added=[], assigned=[], surplus=plan.surplus)
-            if plan.satisfied:
-                for name, before, after in done:
-                    result["moved"].append(name)
-                    diff["before"][name], diff["after"][name] = _summary(before), _summary(after)
-                result.update(added=plan.add, assigned=plan.assigned)
-            by_name = dict((gn.name_of(n), n) for n in listed)
-            result["nodes"] = dict((name, _facts(by_name[name])) for name in plan.assigned + plan.surplus)
-        else:
-            for name in p["names"]:
-                changed, before, after = nodes.transition(name, owner, p["state"], p["reason"], p["note"],
-                                                          check_mode=module.check_mode, pins=pins)
-                if changed:
-                    result["moved"].append(name)
-                    diff["before"][name], diff["after"][name] = _summary(before), _summary(after)
-                result["nodes"][name] = _facts(after)
-            result["message"] = "%d node(s) %s" % (len(p["names"]), p["state"] or "with agent certificates recorded")
-    except gn.ClaimError as exc:
-        module.fail_json(msg=str(exc))
-    except gn.Conflict as exc:
-        module.fail_json(msg="GlobalNode %s changed while claiming; nothing is held, run again" % exc)
-    except SelectorError as exc:
-        module.fail_json(msg="policies: %s" % exc)
-    except KubeClientError as exc:
-        module.fail_json(msg=str(exc))
-    except ApiException as exc:
-        if exc.status == 404:
-            module.fail_json(msg="GlobalNode not found (%s): is the kosmos.io CRD installed and the node known?"
-                             % describe(exc))
-        module.fail_json(msg="GlobalNode API call failed: %s" % describe(exc))
-    result["changed"] = bool(result["moved"])
-    if module._diff:
-        result["diff"] = diff
-    module.exit_json(**result)
-
-
-if __name__ == "__main__":
-    main()
