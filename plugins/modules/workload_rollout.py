@@ -53,8 +53,11 @@ attributes:
   diff_mode:
     support: none
     description: Nothing changes.
+  action:
+    support: full
+    description: Runs on the controller.
 extends_documentation_fragment:
-  - kosmos.kubenest.kube_client
+  - kosmos.kubenest.kube_client.connection
 """
 
 EXAMPLES = r"""
@@ -84,122 +87,3 @@ waited:
   returned: always
   type: float
 """
-
-import time
-
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_client import (
-    HAS_KUBERNETES,
-    KUBECONFIG_ARGS,
-    KUBERNETES_IMPORT_ERROR,
-    ApiException,
-    KubeClientError,
-    api_client,
-    describe,
-)
-from ansible_collections.kosmos.kubenest.plugins.module_utils.rollout import pod_problem, rolled_out, unschedulable
-
-POLL_S = 1.0
-
-
-def _progress(workload):
-    if workload is None:
-        return "it does not exist"
-    status, spec = workload.get("status") or {}, workload.get("spec") or {}
-    return "%s of %s replicas ready" % (status.get("readyReplicas", 0), spec.get("replicas", 1))
-
-
-class Rollout:
-    def __init__(self, module, k8s, api):
-        self.module, self.api, self.p = module, api, module.params
-        self.apps, self.core = k8s.AppsV1Api(api), k8s.CoreV1Api(api)
-        self.unschedulable_since = {}
-
-    def workload(self):
-        read = (self.apps.read_namespaced_deployment if self.p["kind"] == "Deployment"
-                else self.apps.read_namespaced_stateful_set)
-        try:
-            found = read(self.p["name"], self.p["namespace"], _request_timeout=10)
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return dict(self.api.sanitize_for_serialization(found), kind=self.p["kind"])
-
-    def pods(self, workload):
-        labels = ((workload.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
-        if not labels:
-            return []
-        selector = ",".join("%s=%s" % item for item in sorted(labels.items()))
-        listed = self.core.list_namespaced_pod(self.p["namespace"], label_selector=selector, _request_timeout=10)
-        return [self.api.sanitize_for_serialization(pod) for pod in listed.items]
-
-    def problem(self, workload):
-        now = time.monotonic()
-        for pod in self.pods(workload):
-            name = pod["metadata"]["name"]
-            if unschedulable(pod):
-                self.unschedulable_since.setdefault(name, now)
-            else:
-                self.unschedulable_since.pop(name, None)
-            found = pod_problem(pod, self.p["crash_restarts"], self.p["unschedulable_after"], now,
-                                self.unschedulable_since.get(name))
-            if found:
-                return name, found
-        return None
-
-    def run(self):
-        started = time.monotonic()
-        deadline = started + self.p["timeout"]
-        what = "%s %s/%s" % (self.p["kind"], self.p["namespace"], self.p["name"])
-        while True:
-            workload = self.workload()
-            waited = round(time.monotonic() - started, 1)
-            if rolled_out(workload):
-                return dict(changed=False, rolled_out=True, waited=waited)
-            if workload is not None:
-                stuck = self.problem(workload)
-                if stuck:
-                    self.module.fail_json(msg="%s cannot come up: pod %s: %s" % (what, stuck[0], stuck[1]),
-                                          rolled_out=False, pod=stuck[0], problem=stuck[1], waited=waited)
-            if self.module.check_mode:
-                return dict(changed=False, rolled_out=False, waited=waited)
-            if time.monotonic() >= deadline:
-                self.module.fail_json(msg="%s is not rolled out after %d s: %s" % (what, self.p["timeout"],
-                                                                                   _progress(workload)),
-                                      rolled_out=False, waited=waited)
-            time.sleep(POLL_S)
-
-
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            KUBECONFIG_ARGS,
-            kind=dict(type="str", required=True, choices=["Deployment", "StatefulSet"]),
-            name=dict(type="str", required=True),
-            namespace=dict(type="str", required=True),
-            timeout=dict(type="int", default=300),
-            crash_restarts=dict(type="int", default=2),
-            unschedulable_after=dict(type="int", default=15),
-        ),
-        supports_check_mode=True,
-    )
-    if not HAS_KUBERNETES:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
-    negative = sorted(k for k in ("timeout", "crash_restarts", "unschedulable_after") if module.params[k] < 0)
-    if negative:
-        module.fail_json(msg="%s must not be negative" % ", ".join(negative))
-    try:
-        from kubernetes import client as k8s
-
-        result = Rollout(module, k8s, api_client(module.params["kubeconfig"], module.params["context"])).run()
-    except KubeClientError as exc:
-        module.fail_json(msg=str(exc))
-    except ApiException as exc:
-        module.fail_json(msg="waiting for %s %s/%s: API call failed: %s" % (
-            module.params["kind"], module.params["namespace"], module.params["name"], describe(exc)))
-    module.exit_json(**result)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,0 +1,96 @@
+# Copyright: (c) kosmos.kubenest contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+import time
+
+from ansible.errors import AnsibleActionFail
+from ansible_collections.kosmos.kubenest.plugins.module_utils.rollout import pod_problem, rolled_out, unschedulable
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_action import KubeAction
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_api import KubeApiError
+
+# Reads are a few milliseconds each: poll often so that a finished rollout is seen at once.
+POLL_S = 0.5
+
+
+def _progress(workload):
+    if workload is None:
+        return "it does not exist"
+    status, spec = workload.get("status") or {}, workload.get("spec") or {}
+    return "%s of %s replicas ready" % (status.get("readyReplicas", 0), spec.get("replicas", 1))
+
+
+class _Rollout:
+    def __init__(self, api, args):
+        self.api, self.p = api, args
+        self.unschedulable_since = {}
+
+    def workload(self):
+        found = self.api.get("apps/v1", self.p["kind"], self.p["name"], self.p["namespace"])
+        return dict(found, kind=self.p["kind"]) if found is not None else None
+
+    def pods(self, workload):
+        labels = ((workload.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+        if not labels:
+            return []
+        selector = ",".join("%s=%s" % item for item in sorted(labels.items()))
+        return self.api.list("v1", "Pod", self.p["namespace"], label_selector=selector)
+
+    def problem(self, workload):
+        now = time.monotonic()
+        for pod in self.pods(workload):
+            name = pod["metadata"]["name"]
+            if unschedulable(pod):
+                self.unschedulable_since.setdefault(name, now)
+            else:
+                self.unschedulable_since.pop(name, None)
+            found = pod_problem(pod, self.p["crash_restarts"], self.p["unschedulable_after"], now,
+                                self.unschedulable_since.get(name))
+            if found:
+                return name, found
+        return None
+
+    def run(self, check_mode):
+        started = time.monotonic()
+        deadline = started + self.p["timeout"]
+        what = "%s %s/%s" % (self.p["kind"], self.p["namespace"], self.p["name"])
+        while True:
+            workload = self.workload()
+            waited = round(time.monotonic() - started, 1)
+            if rolled_out(workload):
+                return dict(changed=False, rolled_out=True, waited=waited)
+            if workload is not None:
+                stuck = self.problem(workload)
+                if stuck:
+                    return dict(failed=True, msg="%s cannot come up: pod %s: %s" % (what, stuck[0], stuck[1]),
+                                changed=False, rolled_out=False, pod=stuck[0], problem=stuck[1], waited=waited)
+            if check_mode:
+                return dict(changed=False, rolled_out=False, waited=waited)
+            if time.monotonic() >= deadline:
+                return dict(failed=True, changed=False, rolled_out=False, waited=waited,
+                            msg="%s is not rolled out after %d s: %s" % (what, self.p["timeout"],
+                                                                          _progress(workload)))
+            time.sleep(POLL_S)
+
+
+class ActionModule(KubeAction):
+    ARGUMENT_SPEC = dict(
+        kind=dict(type="str", required=True, choices=["Deployment", "StatefulSet"]),
+        name=dict(type="str", required=True),
+        namespace=dict(type="str", required=True),
+        timeout=dict(type="int", default=300),
+        crash_restarts=dict(type="int", default=2),
+        unschedulable_after=dict(type="int", default=15),
+    )
+
+    def act(self, api, args, check_mode):
+        negative = sorted(k for k in ("timeout", "crash_restarts", "unschedulable_after") if args[k] < 0)
+        if negative:
+            raise AnsibleActionFail("%s must not be negative" % ", ".join(negative))
+        try:
+            return _Rollout(api, args).run(check_mode)
+        except KubeApiError as exc:
+            raise AnsibleActionFail("waiting for %s %s/%s: API call failed: %s"
+                                    % (args["kind"], args["namespace"], args["name"], exc)) from None

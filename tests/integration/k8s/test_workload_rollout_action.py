@@ -1,0 +1,73 @@
+"""kosmos.kubenest.workload_rollout on a real API server, with the workload controller's and the kubelet's
+status writes made by the test: it waits until the status says rolled out, names a pod that cannot start, and
+says how far a rollout got when it times out."""
+
+from __future__ import annotations
+
+import kubernetes
+import pytest
+
+from tests.support.playbook import run_module
+from tests.support.virtualclusters import ensure_namespace
+
+NS = "rollout-action"
+LABELS = {"app": "web"}
+
+
+@pytest.fixture(scope="module")
+def apps(api_client):
+    ensure_namespace(api_client, NS)
+    # No controller-manager here makes the namespace's default service account, which pods need.
+    kubernetes.client.CoreV1Api(api_client).create_namespaced_service_account(NS, {"metadata": {"name": "default"}})
+    return kubernetes.client.AppsV1Api(api_client)
+
+
+def deployment(name):
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+            "spec": {"replicas": 1, "selector": {"matchLabels": dict(LABELS, name=name)},
+                     "template": {"metadata": {"labels": dict(LABELS, name=name)},
+                                  "spec": {"containers": [{"name": "c", "image": "kubenest.local/none:1"}]}}}}
+
+
+def rollout(apiserver, name, **args):
+    rc, result, _out = run_module("workload_rollout", apiserver.kubeconfig, kind="Deployment", name=name,
+                                  namespace=NS, **args)
+    return rc, result
+
+
+def test_a_rolled_out_status_ends_the_wait(apiserver, apps):
+    made = apps.create_namespaced_deployment(NS, deployment("done"))
+    apps.patch_namespaced_deployment_status("done", NS, {"status": {
+        "observedGeneration": made.metadata.generation, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1,
+        "availableReplicas": 1}})
+    rc, result = rollout(apiserver, "done", timeout=30)
+    assert rc == 0 and result["rolled_out"] and not result["changed"], result
+
+
+def test_a_timeout_says_how_far_it_got_and_a_missing_workload_is_named(apiserver, apps):
+    apps.create_namespaced_deployment(NS, deployment("slow"))
+    rc, result = rollout(apiserver, "slow", timeout=1)
+    assert rc != 0 and result["msg"] == f"Deployment {NS}/slow is not rolled out after 1 s: 0 of 1 replicas ready"
+    rc, result = rollout(apiserver, "absent", timeout=1)
+    assert rc != 0 and result["msg"] == f"Deployment {NS}/absent is not rolled out after 1 s: it does not exist"
+    rc, result = rollout(apiserver, "absent", timeout=0, check=True)
+    assert rc == 0 and not result["rolled_out"], result
+
+
+def test_a_pod_that_cannot_start_is_named(apiserver, apps, api_client):
+    apps.create_namespaced_deployment(NS, deployment("broken"))
+    core = kubernetes.client.CoreV1Api(api_client)
+    core.create_namespaced_pod(NS, {"metadata": {"name": "broken-1", "labels": dict(LABELS, name="broken")},
+                                    "spec": {"containers": [{"name": "c", "image": "kubenest.local/none:1"}]}})
+    core.patch_namespaced_pod_status("broken-1", NS, {"status": {"containerStatuses": [{
+        "name": "c", "image": "kubenest.local/none:1", "imageID": "", "ready": False, "restartCount": 0,
+        "state": {"waiting": {"reason": "ErrImageNeverPull", "message": "image is not present"}}}]}})
+    rc, result = rollout(apiserver, "broken", timeout=60)
+    assert rc != 0 and result["pod"] == "broken-1", result
+    assert result["msg"] == (f"Deployment {NS}/broken cannot come up: pod broken-1: "
+                             "ErrImageNeverPull: image is not present"), result
+
+
+def test_negative_numbers_are_refused(apiserver, apps):
+    rc, result = rollout(apiserver, "done", timeout=-1, crash_restarts=-2)
+    assert rc != 0 and result["msg"] == "crash_restarts, timeout must not be negative", result
