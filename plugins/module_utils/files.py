@@ -8,6 +8,11 @@ import os
 import tempfile
 
 
+def is_file_name(key):
+    """A Secret key that is safe to use as a file name in a directory."""
+    return bool(key) and "/" not in key and key not in (".", "..")
+
+
 def write_atomic(path, data, mode):
     """Replace `path` with `data`; readers see the old or the new file, never a partial one."""
     directory = os.path.dirname(path) or "."

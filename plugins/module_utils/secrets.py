@@ -12,11 +12,6 @@ LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 TIMEOUT = 30
 
 
-def is_file_name(key):
-    """A Secret key that is safe to use as a file name in a directory."""
-    return bool(key) and "/" not in key and key not in (".", "..")
-
-
 def read_secret(core, namespace, name):
     """The V1Secret, or None when there is none."""
     try:

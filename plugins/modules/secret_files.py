@@ -96,7 +96,7 @@ import base64
 import os
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible_collections.kosmos.kubenest.plugins.module_utils.files import write_atomic
+from ansible_collections.kosmos.kubenest.plugins.module_utils.files import is_file_name, write_atomic
 from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_client import (
     HAS_KUBERNETES,
     KUBECONFIG_ARGS,
@@ -106,7 +106,7 @@ from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_client import
     api_client,
     describe,
 )
-from ansible_collections.kosmos.kubenest.plugins.module_utils.secrets import is_file_name, put_secret, read_secret
+from ansible_collections.kosmos.kubenest.plugins.module_utils.secrets import put_secret, read_secret
 
 
 def restore(module, core, p):

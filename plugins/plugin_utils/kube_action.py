@@ -49,6 +49,9 @@ class KubeAction(ActionBase):
         spec = dict(CONNECTION_SPEC, **self.ARGUMENT_SPEC)
         args = self.validate_argument_spec(argument_spec=spec, mutually_exclusive=self.MUTUALLY_EXCLUSIVE,
                                            required_one_of=self.REQUIRED_ONE_OF)[1]
+        # Templated values arrive as tagged subclasses of str, int...; the code below and the libraries it
+        # calls (YAML, JSON) get plain built-in values.
+        args = plain(args)
         try:
             connection = Connection.resolve(args["kubeconfig"], args["context"])
             api = KubeApi(connection, timeout=args["request_timeout"])

@@ -111,22 +111,22 @@ def test_info_reads_one_lists_by_label_and_misses_quietly(apiserver, core):
 
 def test_wait_for_a_condition_succeeds_or_names_what_is_missing(apiserver):
     crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-           "metadata": {"name": "widgets.example.com"},
-           "spec": {"group": "example.com", "scope": "Namespaced",
-                    "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+           "metadata": {"name": "gadgets.kube-actions.example"},
+           "spec": {"group": "kube-actions.example", "scope": "Namespaced",
+                    "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
                     "versions": [{"name": "v1", "served": True, "storage": True,
                                   "schema": {"openAPIV3Schema": {"type": "object"}}}]}}
     rc, result = act("kube_apply", apiserver.kubeconfig, definition=crd)
     assert rc == 0, result
     rc, result = act("kube_info", apiserver.kubeconfig, api_version="apiextensions.k8s.io/v1",
-                     kind="CustomResourceDefinition", name="widgets.example.com", wait=True,
+                     kind="CustomResourceDefinition", name="gadgets.kube-actions.example", wait=True,
                      wait_condition={"type": "Established"}, wait_timeout=60, wait_sleep=0.2)
     assert rc == 0 and len(result["resources"]) == 1, result
     rc, result = act("kube_info", apiserver.kubeconfig, api_version="apiextensions.k8s.io/v1",
-                     kind="CustomResourceDefinition", name="widgets.example.com", wait=True,
+                     kind="CustomResourceDefinition", name="gadgets.kube-actions.example", wait=True,
                      wait_condition={"type": "Established", "status": "False"}, wait_timeout=1)
-    assert rc != 0 and result["msg"] == ("CustomResourceDefinition widgets.example.com did not reach "
-                                         "Established=False within 1.0s: widgets.example.com is "
+    assert rc != 0 and result["msg"] == ("CustomResourceDefinition gadgets.kube-actions.example did not reach "
+                                         "Established=False within 1.0s: gadgets.kube-actions.example is "
                                          "Established=True (InitialNamesAccepted)"), result
     rc, result = act("kube_info", apiserver.kubeconfig, kind="ConfigMap", namespace=NS, name="never",
                      wait=True, wait_timeout=1)

@@ -1,0 +1,79 @@
+# Copyright: (c) kosmos.kubenest contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+import base64
+
+from ansible.errors import AnsibleActionFail
+from ansible_collections.kosmos.kubenest.plugins.module_utils import pki
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_action import KubeAction, plain
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_api import KubeApiError
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.pki_plan import issue, problems_of
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.secrets_rest import put_secret, read_secret
+
+
+class ActionModule(KubeAction):
+    ARGUMENT_SPEC = dict(
+        namespace=dict(type="str", required=True),
+        secrets=dict(type="list", elements="dict", required=True, no_log=False, options=dict(
+            name=dict(type="str", required=True),
+            keys=dict(type="list", elements="str", required=True, no_log=False),
+        )),
+        certificates=dict(type="list", elements="dict", default=[], options=dict(
+            name=dict(type="str", required=True),
+            common_name=dict(type="str", required=True),
+            is_ca=dict(type="bool", default=False),
+            ca=dict(type="str"),
+            organizations=dict(type="list", elements="str", default=[]),
+            dns_names=dict(type="list", elements="str", default=[]),
+            ip_addresses=dict(type="list", elements="str", default=[]),
+            usages=dict(type="list", elements="str", choices=["server", "client"], default=["client"]),
+        )),
+        service_account_keys=dict(type="list", elements="str", default=[], no_log=False),
+        kubeconfigs=dict(type="list", elements="dict", default=[], options=dict(
+            name=dict(type="str", required=True),
+            server=dict(type="str", required=True),
+            ca=dict(type="str", required=True),
+            cert=dict(type="str", required=True),
+            cluster_name=dict(type="str", default="kubernetes"),
+            user_name=dict(type="str", default="admin"),
+        )),
+        labels=dict(type="dict", default={}),
+        owner_references=dict(type="list", elements="dict", default=[]),
+        validity_days=dict(type="float", default=float(pki.LEAF_VALIDITY_DAYS)),
+        ca_validity_days=dict(type="float", default=float(pki.CA_VALIDITY_DAYS)),
+        renew_before_days=dict(type="float", default=float(pki.RENEW_BEFORE_DAYS)),
+        key_type=dict(type="str", choices=["rsa", "ec"], default="rsa", no_log=False),
+    )
+
+    def act(self, api, args, check_mode):
+        if not pki.HAS_CRYPTOGRAPHY:
+            raise AnsibleActionFail("the Python package cryptography is needed on the controller")
+        problems = problems_of(args)
+        if problems:
+            raise AnsibleActionFail("; ".join(problems))
+        try:
+            return self._run(api, args, check_mode)
+        except KubeApiError as exc:
+            raise AnsibleActionFail("Secrets in %s: API call failed: %s" % (args["namespace"], exc)) from None
+
+    @staticmethod
+    def _run(api, p, check_mode):
+        labels, owners = plain(p["labels"]), plain(p["owner_references"])
+        current, files = {}, {}
+        for secret in p["secrets"]:
+            found = read_secret(api, p["namespace"], secret["name"])
+            current[secret["name"]] = found
+            for key, value in ((found or {}).get("data") or {}).items():
+                if key in secret["keys"]:
+                    files[key] = base64.b64decode(value)
+        certificates = issue(p, files)
+        secrets = {}
+        for secret in p["secrets"]:
+            data = dict((key, base64.b64encode(files[key]).decode()) for key in secret["keys"])
+            changed = put_secret(api, current[secret["name"]], p["namespace"], secret["name"], data, labels, owners,
+                                 check_mode=check_mode)
+            secrets[secret["name"]] = dict(found=current[secret["name"]] is not None, changed=changed)
+        return dict(changed=any(s["changed"] for s in secrets.values()), certificates=certificates, secrets=secrets)
