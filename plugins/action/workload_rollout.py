@@ -69,9 +69,8 @@ class _Rollout:
             if check_mode:
                 return dict(changed=False, rolled_out=False, waited=waited)
             if time.monotonic() >= deadline:
-                return dict(failed=True, changed=False, rolled_out=False, waited=waited,
-                            msg="%s is not rolled out after %d s: %s" % (what, self.p["timeout"],
-                                                                          _progress(workload)))
+                message = "%s is not rolled out after %d s: %s" % (what, self.p["timeout"], _progress(workload))
+                return dict(failed=True, changed=False, rolled_out=False, waited=waited, msg=message)
             time.sleep(POLL_S)
 
 

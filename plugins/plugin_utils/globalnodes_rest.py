@@ -15,7 +15,8 @@ API_VERSION = "%s/%s" % (gn.GROUP, gn.VERSION)
 class RestGlobalNodes(gn.GlobalNodes):
     """The claim logic of GlobalNodes, with its three API calls made through KubeApi."""
 
-    def __init__(self, api):  # pylint: disable=super-init-not-called  (the parent's client is not wanted here)
+    # The parent's __init__ makes a kubernetes client, which is not wanted here.
+    def __init__(self, api):  # pylint: disable=super-init-not-called
         self.api = api
 
     def list(self):
