@@ -89,19 +89,24 @@ func run(kubeconfig string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	started, lastSaid := time.Now(), time.Now()
+	lastStatus, lastErr := 0, error(nil)
 	for {
 		status, err := readyz(ctx, client, url)
 		if err == nil && status == http.StatusOK {
 			fmt.Printf("await-ready: %s is ready after %.1fs\n", url, time.Since(started).Seconds())
 			return nil
 		}
+		// An attempt the overall deadline cut short says nothing about the server: report the one before it.
+		if ctx.Err() == nil || (lastStatus == 0 && lastErr == nil) {
+			lastStatus, lastErr = status, err
+		}
 		if time.Since(lastSaid) >= 10*time.Second {
-			fmt.Printf("await-ready: waiting for %s (%s)\n", url, describe(status, err))
+			fmt.Printf("await-ready: waiting for %s (%s)\n", url, describe(lastStatus, lastErr))
 			lastSaid = time.Now()
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s not ready after %s (%s)", url, timeout, describe(status, err))
+			return fmt.Errorf("%s not ready after %s (%s)", url, timeout, describe(lastStatus, lastErr))
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
