@@ -47,12 +47,13 @@ class KubeAction(ActionBase):
         result = super().run(tmp, task_vars)
         del tmp
         spec = dict(CONNECTION_SPEC, **self.ARGUMENT_SPEC)
-        args = self.validate_argument_spec(argument_spec=spec, mutually_exclusive=self.MUTUALLY_EXCLUSIVE,
-                                           required_one_of=self.REQUIRED_ONE_OF)[1]
-        # Templated values arrive as tagged subclasses of str, int...; the code below and the libraries it
-        # calls (YAML, JSON) get plain built-in values.
-        args = plain(args)
+        # Failures come back as failed results, not exceptions: failed_when, until and rescue see them.
         try:
+            args = self.validate_argument_spec(argument_spec=spec, mutually_exclusive=self.MUTUALLY_EXCLUSIVE,
+                                               required_one_of=self.REQUIRED_ONE_OF)[1]
+            # Templated values arrive as tagged subclasses of str, int...; the code below and the libraries it
+            # calls (YAML, JSON) get plain built-in values.
+            args = plain(args)
             connection = Connection.resolve(args["kubeconfig"], args["context"])
             api = KubeApi(connection, timeout=args["request_timeout"])
             try:
@@ -60,7 +61,10 @@ class KubeAction(ActionBase):
             finally:
                 api.close()
         except KubeApiError as exc:
-            raise AnsibleActionFail(str(exc)) from None
+            result.update(failed=True, changed=False, msg=str(exc))
+        except AnsibleActionFail as exc:
+            result.update(exc.result)
+            result.setdefault("changed", False)
         return result
 
     def act(self, api, args, check_mode):
