@@ -76,6 +76,7 @@ test-long: install
 
 bench: install k8s images
 	$(PY) bench/run.py
+	$(PY) bench/api_tasks.py
 	$(PY) bench/virtualclusters.py
 	$(PY) bench/promotion.py
 	$(PY) bench/addons.py

@@ -23,6 +23,8 @@ from kubernetes.client.rest import ApiException
 
 from tests.e2e.conftest import run_python as _run
 from tests.support.http import get_text
+from tests.support.molecule import molecule_test
+from tests.support.nodes import on_node
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="node machines need root")
 NAMESPACE = "kubenest-e2e"
@@ -217,3 +219,19 @@ def test_second_bootstrap_run_changes_nothing(cluster):
     tasks = sorted({(t["task"]["name"], host) for play in result["plays"] for t in play["tasks"]
                     for host, r in t["hosts"].items() if r.get("changed")})
     assert not changed, f"second run changed: {changed} in {tasks}"
+
+
+def test_molecule_etcd_scenario_on_a_worker(cluster, tmp_path):
+    """extensions/molecule/etcd: the etcd role's systemd entry point on a machine, through the agent; its cleanup
+    leaves the worker as it was."""
+    sb, _api = cluster
+    worker = [n for n in sb.nodes if n.role == "workers"][-1]
+    group_vars = yaml.safe_load((sb.state_dir / "group_vars" / "all.yml").read_text())
+    pki = sb.state_dir / "pki"
+    molecule_test("etcd", tmp_path, {
+        "KUBENEST_MOLECULE_NODE": worker.name, "KUBENEST_MOLECULE_NODE_IP": worker.ip,
+        "KUBENEST_MOLECULE_K8S_BIN": group_vars["kubenest_bin_dir"], "KUBENEST_AGENT_CA_FILE": str(pki / "ca.crt"),
+        "KUBENEST_AGENT_CERT_FILE": str(pki / "client.crt"), "KUBENEST_AGENT_KEY_FILE": str(pki / "client.key")})
+    left = on_node(sb, worker.name, "ls -d /etc/etcd /var/lib/etcd /usr/local/bin/etcd "
+                   "/etc/systemd/system/etcd.service 2>/dev/null; systemctl is-active etcd || true")
+    assert left.split() == ["inactive"], left

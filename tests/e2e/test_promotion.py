@@ -16,6 +16,7 @@ from kubernetes.stream import stream
 from sandbox.operator import write_site_vars
 from tests.support.http import get_text
 from tests.support.k8sbin import versions
+from tests.support.molecule import molecule_test
 from tests.support.nodes import (
     CREDENTIAL_FILES,
     PlainPlaybook,
@@ -26,6 +27,7 @@ from tests.support.nodes import (
     globalnode_free,
     host_node,
     host_node_ready,
+    images_dir,
     kubelet_cert_issuer,
     on_node,
     tenant_api,
@@ -374,6 +376,23 @@ def test_plain_playbook_with_the_globalnodes_inventory_promotes_named_nodes(prom
     for name in ("kn-w2", "kn-w3"):
         assert_back_in_host_clean(sb, api, name)
         assert globalnode(api, name)["status"]["agent"]["certificateSHA256"] == [agent_cert_sha256(sb, name)]
+
+
+def test_molecule_node_promote_scenario(promoting, tmp_path):
+    """extensions/molecule/node_promote: a named worker promoted into a virtual cluster by the role, a second
+    converge that changes nothing, verified from both sides; its cleanup deletes the virtual cluster, and the
+    node is back in the host clean."""
+    sb, api = promoting
+    node = wait_for(lambda: next((n.name for n in sb.nodes if n.role == "workers" and globalnode_free(api, n.name)
+                                  and host_node_ready(api, n.name)), None), 300, "a free worker")
+    pki = sb.state_dir / "pki"
+    molecule_test("node_promote", tmp_path, timeout=1200, env={
+        "KUBENEST_MOLECULE_NODE": node, "KUBENEST_MOLECULE_HOST_KUBECONFIG": str(sb.state_dir / "kubeconfig"),
+        "KUBENEST_MOLECULE_IMAGES_DIR": str(images_dir(sb)), "KUBENEST_MOLECULE_AGENT_CA_PATH": str(pki / "ca"),
+        "KUBENEST_AGENT_CA_FILE": str(pki / "ca.crt"), "KUBENEST_AGENT_CERT_FILE": str(pki / "client.crt"),
+        "KUBENEST_AGENT_KEY_FILE": str(pki / "client.key")})
+    assert_back_in_host_clean(sb, api, node)
+    assert tenant_traces(sb, api, node) == []
 
 
 def _nodes_ready(vc) -> str:

@@ -1,35 +1,24 @@
-"""The molecule scenarios under extensions/molecule (converge, idempotence, verify) against the real
-kube-apiserver of this tier: `molecule test` exits non-zero when a second converge changes anything or an
-assertion in verify fails."""
+"""The molecule scenarios under extensions/molecule (converge, idempotence, verify) that need only an API server,
+against the real kube-apiserver of this tier: `molecule test` exits non-zero when a second converge changes
+anything or an assertion in verify fails. The scenarios that need machines run in tests/e2e."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-REPO = Path(__file__).resolve().parents[3]
-VENV_BIN = Path(sys.executable).parent
-SCENARIOS = sorted(p.parent.name for p in (REPO / "extensions/molecule").glob("*/molecule.yml"))
+from tests.support.molecule import SANDBOX_SCENARIOS, molecule_test, scenarios, steps
+
+API_SCENARIOS = [s for s in scenarios() if s not in SANDBOX_SCENARIOS]
 
 
-def test_every_role_api_side_has_a_scenario():
-    assert {"coredns", "cilium", "control_plane"} <= set(SCENARIOS)
+def test_every_role_has_a_scenario():
+    assert {"coredns", "cilium", "control_plane"} <= set(API_SCENARIOS)
+    assert SANDBOX_SCENARIOS <= set(scenarios())
+    for scenario in scenarios():
+        assert {"converge", "idempotence", "verify"} <= set(steps(scenario)), scenario
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS)
+@pytest.mark.parametrize("scenario", API_SCENARIOS)
 def test_scenario(scenario, apiserver, tmp_path):
-    env = {**os.environ, "K8S_AUTH_KUBECONFIG": str(apiserver.kubeconfig),
-           "KUBENEST_TEST_SERVICE_CIDR": apiserver.service_cidr, "PATH": f"{VENV_BIN}:{os.environ['PATH']}",
-           "MOLECULE_EPHEMERAL_DIRECTORY": str(tmp_path / "molecule"), "ANSIBLE_NOCOLOR": "1", "NO_COLOR": "1"}
-    proc = subprocess.run([str(VENV_BIN / "molecule"), "test", "-s", scenario], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=600, check=False)
-    output = proc.stdout + proc.stderr
-    assert proc.returncode == 0, output[-6000:]
-    for step in ("converge", "idempotence", "verify"):
-        assert f"[{scenario} > {step}] Executed: Successful" in output, output[-3000:]
-    # molecule must not install a copy of the collection that would shadow the checkout afterwards
-    assert not (Path.home() / ".ansible/collections/ansible_collections/kosmos/kubenest").exists()
+    molecule_test(scenario, tmp_path, {"K8S_AUTH_KUBECONFIG": str(apiserver.kubeconfig),
+                                       "KUBENEST_TEST_SERVICE_CIDR": apiserver.service_cidr})
