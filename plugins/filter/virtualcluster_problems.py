@@ -54,7 +54,7 @@ from ansible_collections.kosmos.kubenest.plugins.plugin_utils.references import 
     check_registry_allowed,
 )
 
-POD_NETWORKS = ("cilium", "bridge")
+POD_NETWORKS = ("cilium", "calico", "bridge")
 MEMBER_COUNTS = (1, 3)
 
 

@@ -44,10 +44,11 @@ options:
     type: str
     default: cni0
   links:
-    description: Further network devices of a pod network to delete (Cilium's host and tunnel devices).
+    description: Further network devices of a pod network to delete (Cilium's host and tunnel devices, Calico's
+      tunnel device).
     type: list
     elements: str
-    default: [cilium_host, cilium_net, cilium_vxlan]
+    default: [cilium_host, cilium_net, cilium_vxlan, vxlan.calico]
   kube_proxy:
     description: kube-proxy binary used for C(--cleanup); skipped when missing.
     type: path
@@ -118,8 +119,9 @@ from ansible.module_utils.basic import AnsibleModule
 
 NETNS_DIR = "/var/run/netns"
 PROTECTED = ("/", "/etc", "/var", "/var/lib", "/usr", "/run", "/root", "/home")
-# Chains the CNI plugins (portmap, bridge ipMasq) and Cilium add; kube-proxy's own go through `kube-proxy --cleanup`.
-CNI_CHAIN_PREFIXES = ("CNI-", "CILIUM_")
+# Chains the CNI plugins (portmap, bridge ipMasq), Cilium and Calico's Felix add; kube-proxy's own go through
+# `kube-proxy --cleanup`.
+CNI_CHAIN_PREFIXES = ("CNI-", "CILIUM_", "cali-")
 
 
 def removal_script(table, saved, chains):
@@ -264,7 +266,8 @@ def main():
             paths=dict(type="list", elements="path", default=[]),
             containerd_namespace=dict(type="str", default="k8s.io"),
             bridge=dict(type="str", default="cni0"),
-            links=dict(type="list", elements="str", default=["cilium_host", "cilium_net", "cilium_vxlan"]),
+            links=dict(type="list", elements="str",
+                       default=["cilium_host", "cilium_net", "cilium_vxlan", "vxlan.calico"]),
             kube_proxy=dict(type="path", default="/usr/local/bin/kube-proxy"),
             mount_roots=dict(type="list", elements="path",
                              default=["/var/lib/kubelet", "/run/containerd/io.containerd.grpc.v1.cri"]),

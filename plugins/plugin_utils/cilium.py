@@ -12,13 +12,22 @@ off. Every object is a dict; settings land in fields of their own after a check.
 
 from __future__ import annotations
 
-import ipaddress
-import re
-
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.hosted_pods import container_resources
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.node_network import (
+    NAMESPACE,
+    READ,
+    account,
+    add_labels,
+    api_env,
+    check_dir,
+    check_mtu,
+    check_port,
+    field_env,
+    host_path,
+    rules,
+)
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.references import check_image
 
-NAMESPACE = "kube-system"
 AGENT = "cilium"
 OPERATOR = "cilium-operator"
 CONFIG = "cilium-config"
@@ -30,8 +39,6 @@ CNI_CONF = "05-cilium.conflist"
 CNI_BIN_DIR = "/usr/lib/cni"  # where containerd looks for plugins on Debian nodes (upstream: /opt/cni/bin)
 DEFAULT_AGENT_RESOURCES = {"requests": {"cpu": "100m", "memory": "200Mi"}, "limits": {"memory": "1Gi"}}
 DEFAULT_OPERATOR_RESOURCES = {"requests": {"cpu": "20m", "memory": "50Mi"}, "limits": {"memory": "300Mi"}}
-LABEL = r"[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?"
-HOST_NAME = r"^(?=.{1,253}$)%s(\.%s)*$" % (LABEL, LABEL)
 
 # Agent and operator read these as flags (one file per key under --config-dir).
 BASE_CONFIG = {
@@ -72,43 +79,15 @@ BASE_CONFIG = {
 }
 
 
-def check_host(value):
-    value = str(value)
-    try:
-        ipaddress.ip_address(value)
-        return value
-    except ValueError:
-        pass
-    if not re.match(HOST_NAME, value):
-        raise ValueError("API server host %r is neither an IP address nor a DNS name" % value)
-    return value
-
-
-def check_port(value, what):
-    if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).isdigit() \
-            or not 0 < int(value) < 65536:
-        raise ValueError("%s %r is not a port number" % (what, value))
-    return int(value)
-
-
 def config_map(tunnel_port=8472, mtu=0):
     data = dict(BASE_CONFIG)
     data["tunnel-port"] = str(check_port(tunnel_port, "tunnel port"))
-    if mtu:
-        if isinstance(mtu, bool) or not str(mtu).isdigit() or not 1280 <= int(mtu) <= 9000:
-            raise ValueError("MTU %r is not between 1280 and 9000" % (mtu,))
+    if check_mtu(mtu):
         data["mtu"] = str(int(mtu))
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": CONFIG, "namespace": NAMESPACE},
             "data": data}
 
 
-def _rules(*groups):
-    """ClusterRole rules from (api group, resources, verbs) triples."""
-    return [{"apiGroups": [group], "resources": list(resources), "verbs": list(verbs)}
-            for group, resources, verbs in groups]
-
-
-READ = ("get", "list", "watch")
 CILIUM_READ = ("ciliumclusterwidenetworkpolicies", "ciliumendpoints", "ciliumendpointslices", "ciliumidentities",
                "ciliumnetworkpolicies", "ciliumnodes", "ciliumnodeconfigs", "ciliumcidrgroups",
                "ciliumlocalredirectpolicies", "ciliumegressgatewaypolicies", "ciliumloadbalancerippools",
@@ -116,7 +95,7 @@ CILIUM_READ = ("ciliumclusterwidenetworkpolicies", "ciliumendpoints", "ciliumend
                "ciliuml2announcementpolicies", "ciliumbgpnodeconfigs", "ciliumbgpadvertisements",
                "ciliumbgppeerconfigs", "ciliumdatapathplugins")
 
-AGENT_RULES = _rules(
+AGENT_RULES = rules(
     ("networking.k8s.io", ["networkpolicies"], READ),
     ("policy.networking.k8s.io", ["clusternetworkpolicies"], READ),
     ("discovery.k8s.io", ["endpointslices"], READ),
@@ -133,7 +112,7 @@ AGENT_RULES = _rules(
     ("cilium.io", ["ciliumendpoints", "ciliumendpoints/status"], ("patch",)),
 )
 
-OPERATOR_RULES = _rules(
+OPERATOR_RULES = rules(
     ("", ["pods"], READ + ("delete",)),
     ("", ["nodes"], ("list", "watch")),
     ("", ["nodes", "nodes/status"], ("patch",)),
@@ -162,44 +141,12 @@ OPERATOR_RULES = _rules(
 )
 
 
-def _account(name, rules):
-    meta = {"name": name}
-    return [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": dict(meta, namespace=NAMESPACE)},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": meta, "rules": rules},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": meta,
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": NAMESPACE}]},
-    ]
-
-
-def _api_env(api_host, api_port):
-    """Where the API server is, for clients that start before the pod network and Services work."""
-    return [{"name": "KUBERNETES_SERVICE_HOST", "value": check_host(api_host)},
-            {"name": "KUBERNETES_SERVICE_PORT", "value": str(check_port(api_port, "API server port"))}]
-
-
-def _host_path(name, path, kind="DirectoryOrCreate"):
-    return {"name": name, "hostPath": {"path": path, "type": kind}}
-
-
-def _field_env(name, path):
-    return {"name": name, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": path}}}
-
-
-def check_dir(value, what):
-    value = str(value)
-    if not value.startswith("/") or "\n" in value or "/.." in value or len(value) > 200:
-        raise ValueError("%s %r is not an absolute path" % (what, value))
-    return value
-
-
 def agent_daemonset(image, api_host, api_port, resources=None, cni_bin_dir=CNI_BIN_DIR):
     """The agent on every node: it compiles and loads the datapath, so it runs privileged in the node's network
     namespace. Its first container copies the CNI plugin onto the node."""
     image = check_image(image)
-    env = [_field_env("K8S_NODE_NAME", "spec.nodeName"), _field_env("CILIUM_K8S_NAMESPACE", "metadata.namespace"),
-           *_api_env(api_host, api_port)]
+    env = [field_env("K8S_NODE_NAME", "spec.nodeName"), field_env("CILIUM_K8S_NAMESPACE", "metadata.namespace"),
+           *api_env(api_host, api_port)]
     mounts = [
         {"name": "config", "mountPath": "/tmp/cilium/config-map", "readOnly": True},
         {"name": "bpf-maps", "mountPath": "/sys/fs/bpf", "mountPropagation": "Bidirectional"},
@@ -254,13 +201,13 @@ def agent_daemonset(image, api_host, api_port, resources=None, cni_bin_dir=CNI_B
         }],
         "volumes": [
             {"name": "config", "configMap": {"name": CONFIG}},
-            _host_path("bpf-maps", "/sys/fs/bpf"),
-            _host_path("cilium-run", "/var/run/cilium"),
-            _host_path("cni-conf", "/etc/cni/net.d"),
-            _host_path("cni-path", check_dir(cni_bin_dir, "CNI plugin directory")),
-            _host_path("xtables-lock", "/run/xtables.lock", "FileOrCreate"),
-            _host_path("host-proc", "/proc", "Directory"),
-            _host_path("host-proc-kernel", "/proc/sys/kernel", "Directory"),
+            host_path("bpf-maps", "/sys/fs/bpf"),
+            host_path("cilium-run", "/var/run/cilium"),
+            host_path("cni-conf", "/etc/cni/net.d"),
+            host_path("cni-path", check_dir(cni_bin_dir, "CNI plugin directory")),
+            host_path("xtables-lock", "/run/xtables.lock", "FileOrCreate"),
+            host_path("host-proc", "/proc", "Directory"),
+            host_path("host-proc-kernel", "/proc/sys/kernel", "Directory"),
         ],
     }
     return {
@@ -295,8 +242,8 @@ def operator_deployment(image, api_host, api_port, resources=None):
             "image": image,
             "command": ["/usr/local/bin/cilium-operator-generic"],
             "args": ["--config-dir=/tmp/cilium/config-map"],
-            "env": [_field_env("K8S_NODE_NAME", "spec.nodeName"),
-                    _field_env("CILIUM_K8S_NAMESPACE", "metadata.namespace"), *_api_env(api_host, api_port)],
+            "env": [field_env("K8S_NODE_NAME", "spec.nodeName"),
+                    field_env("CILIUM_K8S_NAMESPACE", "metadata.namespace"), *api_env(api_host, api_port)],
             "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                                 "capabilities": {"drop": ["ALL"]}},
             "resources": container_resources(resources or DEFAULT_OPERATOR_RESOURCES),
@@ -325,10 +272,8 @@ def manifests(agent_image, operator_image, api_host, api_port, tunnel_port=8472,
               agent_resources=None, operator_resources=None, cni_bin_dir=CNI_BIN_DIR):
     """Every object of the pod network, in an order they can be applied in."""
     objects = [config_map(tunnel_port, mtu)]
-    objects += _account(AGENT, AGENT_RULES)
-    objects += _account(OPERATOR, OPERATOR_RULES)
+    objects += account(AGENT, AGENT_RULES)
+    objects += account(OPERATOR, OPERATOR_RULES)
     objects.append(operator_deployment(operator_image, api_host, api_port, operator_resources))
     objects.append(agent_daemonset(agent_image, api_host, api_port, agent_resources, cni_bin_dir))
-    for obj in objects:
-        obj["metadata"].setdefault("labels", {}).update({str(k): str(v) for k, v in (labels or {}).items()})
-    return objects
+    return add_labels(objects, labels)

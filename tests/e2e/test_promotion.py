@@ -395,6 +395,37 @@ def test_molecule_node_promote_scenario(promoting, tmp_path):
     assert tenant_traces(sb, api, node) == []
 
 
+CALICO_ARCHIVES = ("calico-node", "calico-cni", "calico-kube-controllers")
+
+
+def test_calico_pod_network_on_a_promoted_node(promoting):
+    """podNetwork calico on a promoted node, with Calico's published images imported from the catalog: the node
+    turns Ready under calico-node, pods get addresses from the pool, and the return leaves no Calico trace."""
+    sb, api = promoting
+    catalog = images_dir(sb)
+    missing = [name for name in CALICO_ARCHIVES if not (catalog / f"{name}.oci.tar").exists()]
+    if missing:
+        pytest.skip(f"Calico's published images are not in the image catalog {catalog} (missing "
+                    f"{', '.join(missing)}): this machine cannot pull from quay.io, and Calico cannot be built "
+                    "from its Go module here")
+    node = wait_for(lambda: next((n.name for n in sb.nodes if n.role == "workers" and globalnode_free(api, n.name)
+                                  and host_node_ready(api, n.name)), None), 300, "a free worker")
+    create_vc(api, NS, "calico", {"podNetwork": "calico", "promoteResources": {"nodes": [node]}})
+    try:
+        vc = wait_ready(api, NS, "calico", timeout=900)
+        assert vc["status"]["nodesReady"] == "1/1" and condition(vc, "AddonsReady")["status"] == "True"
+        tenant, _cfg = tenant_client(vc, api)
+        daemonset = k8s.AppsV1Api(tenant).read_namespaced_daemon_set("calico-node", "kube-system")
+        assert daemonset.status.number_ready == 1
+        port = _echo(tenant, "web", node)
+        ip = next(n.ip for n in sb.nodes if n.name == node)
+        assert "host=web-" in _get(f"http://{ip}:{port}/")
+    finally:
+        delete_vc(api, NS, "calico")
+    assert_back_in_host_clean(sb, api, node)
+    assert tenant_traces(sb, api, node) == []
+
+
 def _nodes_ready(vc) -> str:
     return ((vc or {}).get("status") or {}).get("nodesReady", "")
 

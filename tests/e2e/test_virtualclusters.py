@@ -141,10 +141,44 @@ def _rejected(client_api) -> bool:
     return False
 
 
+def test_the_calico_role_passes_a_server_side_dry_run_against_a_tenant_api_server(operator, tmp_path):
+    """The calico role in check mode against alpha's API server (which runs Cilium): every object is validated
+    by the tenant's API server and none is written."""
+    _proc, api = operator
+    alpha = get_vc(api, NS, "alpha") or wait_ready(api, NS, "alpha")
+    tenant, config = tenant_client(alpha, api)
+    kubeconfig = tmp_path / "alpha.kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(config))
+    kubeconfig.chmod(0o600)
+    play = tmp_path / "calico.yml"
+    play.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": [
+        {"name": "Pod network", "ansible.builtin.include_role": {"name": "kosmos.kubenest.calico"},
+         "vars": {"calico_kubeconfig": str(kubeconfig), "calico_api_server_host": "198.18.0.13",
+                  "calico_api_server_port": int(alpha["status"]["endpoint"].rsplit(":", 1)[1])}}]}]))
+    venv = Path(sys.executable).parent
+    proc = subprocess.run([str(venv / "ansible-playbook"), "-i", "localhost,", "-c", "local", "--check",
+                           "-e", f"ansible_python_interpreter={sys.executable}", str(play)],
+                          capture_output=True, text=True, timeout=300, check=False,
+                          env={**os.environ, "PATH": f"{venv}:{os.environ['PATH']}", "ANSIBLE_NOCOLOR": "1"})
+    assert proc.returncode == 0 and "changed=1" in proc.stdout, proc.stdout[-4000:] + proc.stderr[-2000:]
+    crds = k8s.ApiextensionsV1Api(tenant).list_custom_resource_definition().items
+    assert not [c.metadata.name for c in crds if "projectcalico" in c.spec.group]
+    assert "calico-node" not in {d.metadata.name for d in
+                                 k8s.AppsV1Api(tenant).list_namespaced_daemon_set("kube-system").items}
+
+
 def test_two_virtual_clusters_side_by_side_are_isolated(operator, host_cluster):
     sb, api = host_cluster
-    create_vc(api, NS, "beta", {})  # same namespace as alpha: names must not collide
+    # same namespace as alpha: names must not collide; beta asks for Calico as its pod network
+    create_vc(api, NS, "beta", {"podNetwork": "calico"})
     beta = wait_ready(api, NS, "beta")
+    addons = condition(beta, "AddonsReady")
+    assert (addons["status"], addons["reason"]) == ("False", "NoNodes"), addons
+    beta_apps = k8s.AppsV1Api(tenant_client(beta, api)[0])
+    node = beta_apps.read_namespaced_daemon_set("calico-node", "kube-system").spec.template.spec.containers[0]
+    assert node.image.startswith("quay.io/calico/node:") and \
+        {e.name: e.value for e in node.env}["CALICO_IPV4POOL_CIDR"] == "198.18.64.0/18"
+    assert "cilium" not in {d.metadata.name for d in beta_apps.list_namespaced_daemon_set("kube-system").items}
     alpha = get_vc(api, NS, "alpha") or wait_ready(api, NS, "alpha")
     alpha_api, alpha_cfg = tenant_client(alpha, api)
     beta_api, beta_cfg = tenant_client(beta, api)

@@ -195,18 +195,20 @@ def tenant_traces(sb, api, node_name: str, tenant_namespace: str | None = None) 
         for word in re.findall(r"\d+\.\d+\.\d+\.\d+", line):
             if any(ipaddress.ip_address(word) in net for net in TENANT_RANGES):
                 traces.append(f"rule into a tenant range: {line}")
-        if "CILIUM" in line:
+        if "CILIUM" in line or "cali-" in line:
             traces.append(f"pod network rule: {line}")
-    # The tenant's pod network (Cilium): its devices, its routes, its pinned maps and programs, its plugin.
+    # The tenant's pod network (Cilium or Calico): its devices, its routes, its pinned maps and programs, its
+    # plugins.
     links = on_node(sb, node_name, "ip -o link show")
     traces += [f"device {name}" for name in re.findall(r"^\d+: ([^:@]+)", links, re.M)
-               if name.startswith(("cilium_", "lxc"))]
+               if name.startswith(("cilium_", "lxc", "cali", "vxlan.calico"))]
     routes = on_node(sb, node_name, "ip route show table all")
     for line in routes.splitlines():
         for word in re.findall(r"\d+\.\d+\.\d+\.\d+", line):
             if any(ipaddress.ip_address(word) in net for net in TENANT_RANGES):
                 traces.append(f"route into a tenant range: {line}")
     traces += [f"file {path}" for path in on_node(
-        sb, node_name, "ls -d /sys/fs/bpf/cilium /sys/fs/bpf/tc /var/run/cilium /usr/lib/cni/cilium-cni 2>/dev/null"
+        sb, node_name, "ls -d /sys/fs/bpf/cilium /sys/fs/bpf/tc /var/run/cilium /usr/lib/cni/cilium-cni"
+                       " /var/lib/calico /var/run/calico /usr/lib/cni/calico /usr/lib/cni/calico-ipam 2>/dev/null"
                        " || true").split()]
     return traces

@@ -97,14 +97,36 @@ def test_cilium_chains_in_every_table_and_their_feeder_rules_go_away(netns):
     assert "raw/CILIUM_OUTPUT_raw" in reset.result["chains"] and len(reset.result["chains"]) == 5
 
 
+def test_calicos_chains_that_jump_into_each_other_and_their_feeder_rules_go_away(netns):
+    """Felix's chains (cali-*) feed each other below one jump from each built-in chain, marked cali:<hash>."""
+    for table, builtin, top, below in (("filter", "FORWARD", "cali-FORWARD", "cali-from-wl-dispatch"),
+                                       ("nat", "POSTROUTING", "cali-POSTROUTING", "cali-nat-outgoing"),
+                                       ("mangle", "PREROUTING", "cali-PREROUTING", "cali-from-host-endpoint"),
+                                       ("raw", "PREROUTING", "cali-PREROUTING", "cali-rpf-skip")):
+        for chain in (top, below):
+            _iptables(netns, "-t", table, "-N", chain)
+        _iptables(netns, "-t", table, "-A", below, "-m", "comment", "--comment", "cali:Ir_z2t1P", "-j", "RETURN")
+        _iptables(netns, "-t", table, "-A", top, "-m", "comment", "--comment", "cali:vjrMJCRp", "-j", below)
+        _iptables(netns, "-t", table, "-A", builtin, "-m", "comment", "--comment", "cali:6gwbT8clXdHdC1b1",
+                  "-j", top)
+    reset = Reset(NamespacedModule(netns))
+    reset.iptables("/nonexistent/kube-proxy")
+    saved = _saved(netns)
+    assert "cali" not in saved, saved
+    assert len(reset.result["chains"]) == 8 and "nat/cali-nat-outgoing" in reset.result["chains"]
+
+
 def test_the_pod_networks_devices_go_away(netns):
     subprocess.run(["ip", "-n", netns, "link", "add", "cilium_host", "type", "veth", "peer", "name", "cilium_net"],
                    check=True, timeout=60)
     subprocess.run(["ip", "-n", netns, "link", "add", "cilium_vxlan", "type", "vxlan", "external", "dstport", "8472"],
                    check=True, timeout=60)
+    subprocess.run(["ip", "-n", netns, "link", "add", "vxlan.calico", "type", "vxlan", "id", "4096", "dstport",
+                    "4789"], check=True, timeout=60)
     reset = Reset(NamespacedModule(netns))
-    reset.network("cni0", ["cilium_host", "cilium_net", "cilium_vxlan"])
+    reset.network("cni0", ["cilium_host", "cilium_net", "cilium_vxlan", "vxlan.calico"])
     links = subprocess.run(["ip", "-n", netns, "-o", "link"], capture_output=True, text=True, check=True,
                            timeout=60).stdout
-    assert "cilium_" not in links, links
-    assert sorted(reset.result["removed"]) == ["link:cilium_host", "link:cilium_net", "link:cilium_vxlan"]
+    assert "cilium_" not in links and "calico" not in links, links
+    assert sorted(reset.result["removed"]) == ["link:cilium_host", "link:cilium_net", "link:cilium_vxlan",
+                                               "link:vxlan.calico"]

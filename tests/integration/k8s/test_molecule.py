@@ -12,7 +12,7 @@ API_SCENARIOS = [s for s in scenarios() if s not in SANDBOX_SCENARIOS]
 
 
 def test_every_role_has_a_scenario():
-    assert {"coredns", "cilium", "control_plane"} <= set(API_SCENARIOS)
+    assert {"coredns", "cilium", "calico", "control_plane"} <= set(API_SCENARIOS)
     assert SANDBOX_SCENARIOS <= set(scenarios())
     for scenario in scenarios():
         assert {"converge", "idempotence", "verify"} <= set(steps(scenario)), scenario

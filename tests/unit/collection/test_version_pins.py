@@ -21,8 +21,8 @@ def test_the_lookup_reads_versions_env_by_component_name():
 
 
 def test_an_unknown_component_names_the_pinned_ones():
-    with pytest.raises(AnsibleLookupError, match=r"no pin for 'calico' \(pinned: .*kubernetes"):
-        LookupModule().run(["calico"])
+    with pytest.raises(AnsibleLookupError, match=r"no pin for 'flannel' \(pinned: .*kubernetes"):
+        LookupModule().run(["flannel"])
 
 
 def test_no_pinned_value_is_repeated_outside_versions_env():
