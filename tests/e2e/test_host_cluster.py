@@ -22,6 +22,7 @@ from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
 from tests.e2e.conftest import run_python as _run
+from tests.support.collection_install import build_tarball, clean_install
 from tests.support.http import get_text
 from tests.support.molecule import molecule_test
 from tests.support.nodes import on_node
@@ -235,3 +236,24 @@ def test_molecule_etcd_scenario_on_a_worker(cluster, tmp_path):
     left = on_node(sb, worker.name, "ls -d /etc/etcd /var/lib/etcd /usr/local/bin/etcd "
                    "/etc/systemd/system/etcd.service 2>/dev/null; systemctl is-active etcd || true")
     assert left.split() == ["inactive"], left
+
+
+def test_the_collection_installed_from_its_tarball_drives_every_machine(cluster, tmp_path):
+    """A clean virtualenv with only the built tarball and the Python packages it declares: its agent_check
+    playbook reaches every sandbox machine through the agent connection (no checkout on the path)."""
+    sb, _api = cluster
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    install = clean_install(build_tarball(dist), tmp_path)
+    env = {**install["env"], "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json", "ANSIBLE_NOCOLOR": "1",
+           "KUBENEST_AGENT_CONTROL_DIR": str(tmp_path / "control")}
+    proc = subprocess.run([str(install["venv"] / "bin/ansible-playbook"), "-i", str(sb.inventory_path),
+                           "kosmos.kubenest.agent_check"], capture_output=True, text=True, env=env, cwd=tmp_path,
+                          timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    report = json.loads(proc.stdout)["plays"][0]["tasks"][1]["hosts"]
+    assert sorted(report) == sorted(n.name for n in sb.nodes)
+    assert all(r["msg"].startswith(f"{name}: Linux ") for name, r in report.items()), report
+    listed = subprocess.run([str(install["venv"] / "bin/ansible-galaxy"), "collection", "list", "kosmos.kubenest",
+                             "--format", "json"], capture_output=True, text=True, env=install["env"], check=True)
+    assert list(json.loads(listed.stdout)) == [str(install["collection"].parents[1])]

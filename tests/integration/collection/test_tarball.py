@@ -17,6 +17,8 @@ import pytest
 import yaml
 
 from tests.support.agentproc import AgentProcess, shutdown_muxes
+from tests.support.collection_install import build_tarball, clean_env
+from tests.support.collection_install import clean_install as install_collection
 from tests.support.playbook import write_inventory
 
 REPO = Path(__file__).resolve().parents[3]
@@ -30,17 +32,9 @@ MUST_HOLD = ("versions.env", "plugins/connection/nodeagent.py", "plugins/plugin_
 FQCN = re.compile(r"\b([a-z][a-z0-9_]*)\.([a-z][a-z0-9_]*)\.[a-z][a-z0-9_]*\b")
 
 
-def _clean_env(**extra) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "PYTHON", "VIRTUAL_ENV"))}
-    return {**env, **extra}
-
-
 @pytest.fixture(scope="module")
 def tarball(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("dist")
-    subprocess.run([str(VENV_BIN / "ansible-galaxy"), "collection", "build", "--output-path", str(out), str(REPO)],
-                   check=True, capture_output=True, text=True, cwd=out, env=_clean_env(PATH=os.environ["PATH"]))
-    return next(out.glob("kosmos-kubenest-*.tar.gz"))
+    return build_tarball(tmp_path_factory.mktemp("dist"))
 
 
 def test_the_tarball_holds_the_collection_alone(tarball):
@@ -77,25 +71,7 @@ def _dev_collections() -> set[str]:
 def clean_install(tarball, tmp_path_factory) -> dict:
     """A virtualenv with ansible-core and the collection's declared Python requirements only; the collection
     from the tarball (--no-deps) and its declared collections copied from the `ansible` package."""
-    root = tmp_path_factory.mktemp("clean")
-    venv = root / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, env=_clean_env(PATH=os.environ["PATH"]))
-    core = subprocess.run([str(VENV_BIN / "python"), "-c", "import ansible.release as r; print(r.__version__)"],
-                          check=True, capture_output=True, text=True).stdout.strip()
-    colls = root / "collections"
-    env = _clean_env(PATH=f"{venv / 'bin'}:{os.environ['PATH']}", ANSIBLE_COLLECTIONS_PATH=str(colls))
-    subprocess.run([str(venv / "bin/pip"), "install", "-q", f"ansible-core=={core}"], check=True, env=env)
-    subprocess.run([str(venv / "bin/ansible-galaxy"), "collection", "install", "--no-deps", "-p", str(colls),
-                    str(tarball)], check=True, capture_output=True, env=env)
-    installed = colls / "ansible_collections/kosmos/kubenest"
-    subprocess.run([str(venv / "bin/pip"), "install", "-q", "-r", str(installed / "requirements.txt"),
-                    "-c", str(REPO / "constraints.txt")], check=True, env=env)
-    manifest = json.loads((installed / "MANIFEST.json").read_text())
-    source = next((VENV_BIN.parent / "lib").glob("python*/site-packages/ansible_collections"))
-    for name in manifest["collection_info"]["dependencies"]:
-        ns, coll = name.split(".")
-        shutil.copytree(source / ns / coll, colls / "ansible_collections" / ns / coll)
-    return {"venv": venv, "collection": installed, "env": env}
+    return install_collection(tarball, tmp_path_factory.mktemp("clean"))
 
 
 def test_the_installed_collection_drives_a_real_agent(clean_install, tmp_path):
@@ -135,7 +111,7 @@ def test_ansible_builder_reads_the_collections_python_requirements(clean_install
     """What an execution environment build installs for the collection: meta/execution-environment.yml."""
     colls = clean_install["collection"].parents[2]
     proc = subprocess.run([str(VENV_BIN / "ansible-builder"), "introspect", str(colls)], capture_output=True,
-                          text=True, check=True, env=_clean_env(PATH=os.environ["PATH"]))
+                          text=True, check=True, env=clean_env(PATH=os.environ["PATH"]))
     found = yaml.safe_load(proc.stdout.split("---", 1)[1])["python"]
     ours = sorted(line.split("#")[0].strip() for line in found if line.endswith("# from collection kosmos.kubenest"))
     declared = sorted(line.strip() for line in (REPO / "requirements.txt").read_text().splitlines()
@@ -149,7 +125,7 @@ def test_the_awx_execution_environment_definition_builds_a_context(tarball, tmp_
     shutil.copy(tarball, awx)
     proc = subprocess.run([str(VENV_BIN / "ansible-builder"), "create", "-f", str(awx / "execution-environment.yml"),
                            "--context", str(tmp_path / "context")], capture_output=True, text=True, check=False,
-                          env=_clean_env(PATH=os.environ["PATH"]))
+                          env=clean_env(PATH=os.environ["PATH"]))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     context = tmp_path / "context"
     assert (context / "_build/collections" / tarball.name).is_file()
