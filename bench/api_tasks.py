@@ -38,7 +38,9 @@ def playbook(path: Path, tasks: list) -> Path:
 
 def timed(path: Path, env: dict) -> float:
     start = time.perf_counter()
-    proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", str(path)],
+    # the module processes of the baseline run in this interpreter, which has the Kubernetes client
+    proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", "-e",
+                           f"ansible_python_interpreter={sys.executable}", str(path)],
                           capture_output=True, text=True, env=env, check=False)
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
@@ -46,10 +48,11 @@ def timed(path: Path, env: dict) -> float:
     return elapsed
 
 
-def configmap(i: int, run: int) -> dict:
-    # a new value every run: each apply writes, as a converge that changes something does
+def configmap(client: str, i: int, run: int) -> dict:
+    # a new value every run: each apply writes, as a converge that changes something does; each client its own
+    # objects, since two field managers of one field conflict
     return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": f"bench-{i}", "namespace": NAMESPACE}, "data": {"run": str(run)}}
+            "metadata": {"name": f"bench-{client}-{i}", "namespace": NAMESPACE}, "data": {"run": str(run)}}
 
 
 def plays(root: Path, tasks: int, run: int) -> dict[str, dict[str, Path]]:
@@ -59,7 +62,7 @@ def plays(root: Path, tasks: int, run: int) -> dict[str, dict[str, Path]]:
             "read": playbook(root / f"core-read-{run}.yml", [
                 {"name": f"r{i}", "kubernetes.core.k8s_info": read} for i in range(tasks)]),
             "apply": playbook(root / f"core-apply-{run}.yml", [
-                {"name": f"a{i}", "kubernetes.core.k8s": {"definition": configmap(i, run), "apply": True,
+                {"name": f"a{i}", "kubernetes.core.k8s": {"definition": configmap("core", i, run), "apply": True,
                                                           "server_side_apply": {"field_manager": "bench"}}}
                 for i in range(tasks)]),
         },
@@ -67,7 +70,7 @@ def plays(root: Path, tasks: int, run: int) -> dict[str, dict[str, Path]]:
             "read": playbook(root / f"kube-read-{run}.yml", [
                 {"name": f"r{i}", "kosmos.kubenest.kube_info": read} for i in range(tasks)]),
             "apply": playbook(root / f"kube-apply-{run}.yml", [
-                {"name": f"a{i}", "kosmos.kubenest.kube_apply": {"definition": configmap(i, run + 1000)}}
+                {"name": f"a{i}", "kosmos.kubenest.kube_apply": {"definition": configmap("kube", i, run)}}
                 for i in range(tasks)]),
         },
     }
