@@ -219,8 +219,9 @@ def write_layout(dest: Path, ref: str, config: bytes, layer: Blob, layer_path: P
     return manifest_blob
 
 
-def go_build(source_dir: Path, binary: Path, source_key: str, what: str) -> Path:
-    """`go build` of the main package in `source_dir` into `binary`, unless it was built from `source_key`."""
+def go_build(source_dir: Path, binary: Path, source_key: str, what: str, package: str = ".") -> Path:
+    """`go build` of the main `package` (default: the one in `source_dir`) into `binary`, unless it was built from
+    `source_key`."""
     stamp = binary.with_name(binary.name + ".source-sha256")
     if binary.is_file() and stamp.is_file() and stamp.read_text().strip() == source_key:
         return binary
@@ -229,7 +230,7 @@ def go_build(source_dir: Path, binary: Path, source_key: str, what: str) -> Path
     binary.parent.mkdir(parents=True, exist_ok=True)
     print(f"building {what}", file=sys.stderr)
     env = dict(os.environ, CGO_ENABLED="0", GOTOOLCHAIN="local", GOFLAGS="-mod=mod")
-    subprocess.run(["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(binary) + ".tmp", "."],
+    subprocess.run(["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(binary) + ".tmp", package],
                    cwd=source_dir, env=env, check=True)
     Path(str(binary) + ".tmp").replace(binary)
     stamp.write_text(source_key + "\n")
@@ -261,6 +262,27 @@ def build_coredns(version: str, out_dir: Path) -> Path:
         (Path(work) / "go.mod").write_text(go_mod)
         (Path(work) / "main.go").write_text(main_go)
         return go_build(Path(work), out_dir / "coredns", source_key, f"CoreDNS {version}")
+
+
+def build_konnectivity(version: str, out_dir: Path) -> dict[str, Path]:
+    """The Konnectivity proxy server and agent from `sigs.k8s.io/apiserver-network-proxy` at `version`. Built as
+    packages of a module of our own: the upstream module replaces its konnectivity-client with a nested
+    directory, which a dependency's replace does not carry, so the client comes at the version it requires."""
+    go_mod = (f"module kubenest.local/konnectivitybuild\n\ngo 1.26.0\n\n"
+              f"require sigs.k8s.io/apiserver-network-proxy {version}\n")
+    # keeps both commands in the module's build list for `go build <package>`
+    tools_go = ('//go:build tools\n\npackage tools\n\nimport (\n'
+                '\t_ "sigs.k8s.io/apiserver-network-proxy/cmd/agent"\n'
+                '\t_ "sigs.k8s.io/apiserver-network-proxy/cmd/server"\n)\n')
+    source_key = hashlib.sha256((go_mod + tools_go).encode()).hexdigest()
+    built = {}
+    with tempfile.TemporaryDirectory() as work:
+        (Path(work) / "go.mod").write_text(go_mod)
+        (Path(work) / "tools.go").write_text(tools_go)
+        for name, package in (("proxy-server", "cmd/server"), ("proxy-agent", "cmd/agent")):
+            built[name] = go_build(Path(work), out_dir / name, source_key, f"Konnectivity {name} {version}",
+                                   package="sigs.k8s.io/apiserver-network-proxy/" + package)
+    return built
 
 
 def ensure_image(spec: ImageSpec, out_dir: Path) -> dict:
@@ -394,6 +416,11 @@ def main(argv: list[str] | None = None) -> int:
     specs.append(ImageSpec("echo", ECHO_TAG, build_program("echo", args.out / "echo-bin")))
     coredns = versions["COREDNS_VERSION"]
     specs.append(ImageSpec("coredns", coredns.removeprefix("v"), build_coredns(coredns, args.out / "coredns-bin")))
+
+    konnectivity = versions["KONNECTIVITY_VERSION"]
+    proxy = build_konnectivity(konnectivity, cache / "konnectivity" / konnectivity)
+    specs.append(ImageSpec("konnectivity-server", konnectivity, proxy["proxy-server"], program="proxy-server"))
+    specs.append(ImageSpec("konnectivity-agent", konnectivity, proxy["proxy-agent"], program="proxy-agent"))
 
     cilium_dir = cache / "cilium" / versions["CILIUM_VERSION"]
     if not (cilium_dir / "bin" / "cilium-agent").is_file():
