@@ -72,7 +72,7 @@ from ansible_collections.kosmos.kubenest.plugins.plugin_utils.hosted_etcd import
 
 PLACEMENT = ("node_selector", "tolerations", "resources")
 COMPONENTS = {
-    "apiserver": (apiserver_deployment, ("etcd_endpoint", "service_cidr", "cluster_domain")),
+    "apiserver": (apiserver_deployment, ("etcd_endpoint", "service_cidr", "cluster_domain", "konnectivity_image")),
     "controller-manager": (controller_manager_deployment, ("service_cidr", "pod_cidr", "node_cidr_mask")),
     "scheduler": (scheduler_deployment, ()),
 }

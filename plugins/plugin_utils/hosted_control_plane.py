@@ -9,6 +9,7 @@ from __future__ import annotations
 import posixpath
 import re
 
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils import konnectivity
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.control_plane_flags import (
     Files,
     apiserver_flags,
@@ -114,7 +115,10 @@ def check_revision(value):
     return value
 
 
-def apiserver_deployment(settings, etcd_endpoint, service_cidr, cluster_domain="cluster.local"):
+def apiserver_deployment(settings, etcd_endpoint, service_cidr, cluster_domain="cluster.local",
+                         konnectivity_image=""):
+    """konnectivity_image: the proxy server's image; given, the server runs beside the API server and carries its
+    traffic into the tenant's network (plugin_utils/konnectivity.py)."""
     name = settings.vc.name
     # Kubelets of promoted nodes serve with a certificate the tenant's CA signed (approved by node_admit). The
     # `kubernetes` Service's endpoint is written by the tenant_prepare tasks: the address tenant nodes reach
@@ -131,8 +135,17 @@ def apiserver_deployment(settings, etcd_endpoint, service_cidr, cluster_domain="
         secret_volume("etcd", "%s-etcd-pki" % name, ["ca.crt", "apiserver-etcd-client.crt",
                                                      "apiserver-etcd-client.key"]),
     ]
-    return settings.deployment("apiserver", "kube-apiserver", options, probes, [("pki", PKI), ("etcd", ETCD_PKI)],
-                               volumes, ports=[{"name": "https", "containerPort": 6443}])
+    mounts = [("pki", PKI), ("etcd", ETCD_PKI)]
+    if konnectivity_image:
+        volumes.append(secret_volume("conf", "%s-component-kubeconfigs" % name, ["konnectivity-server.conf"]))
+    deployment = settings.deployment("apiserver", "kube-apiserver", options, probes, mounts, volumes,
+                                     ports=[{"name": "https", "containerPort": 6443}])
+    if konnectivity_image:
+        konnectivity.add_to_apiserver_pod(
+            deployment["spec"]["template"]["spec"], konnectivity_image, "%s-konnectivity" % name,
+            FILES.cert("apiserver.crt"), FILES.cert("apiserver.key"), FILES.kubeconfig("konnectivity-server"),
+            [("pki", PKI), ("conf", CONF)], settings.resources.get("konnectivity-server"))
+    return deployment
 
 
 def controller_manager_deployment(settings, service_cidr, pod_cidr, node_cidr_mask=24):

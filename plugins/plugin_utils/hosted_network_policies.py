@@ -5,9 +5,9 @@
 """The NetworkPolicies of a hosted control plane, as data.
 
 Tenants have root on their nodes, and pods of the host and of other tenants share the host's pod network:
-a virtual cluster's etcd answers only its own apiserver, the apiserver only its API port, the
-controller-manager and scheduler nobody. Egress stays open (the apiserver calls etcd, kubelets and
-webhooks). Kubelet probes come from the node and are not subject to policies.
+a virtual cluster's etcd answers only its own apiserver, the apiserver only its API port and the port its
+Konnectivity agents dial, the controller-manager and scheduler nobody. Egress stays open (the apiserver calls
+etcd, kubelets and webhooks). Kubelet probes come from the node and are not subject to policies.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def network_policies(vc, which=POLICIES):
             {"from": [{"podSelector": {"matchLabels": vc.component_selector("etcd")}}],
              "ports": _tcp(2380)}]),
         "apiserver": lambda: _policy(vc, "apiserver", {"matchLabels": vc.component_selector("apiserver")}, [
-            {"ports": _tcp(6443)}]),
+            {"ports": _tcp(6443) + _tcp(8132)}]),
         "controllers": lambda: _policy(vc, "controllers", {
             "matchLabels": dict(vc.selector),
             "matchExpressions": [{"key": COMPONENT, "operator": "In", "values": ["controller-manager", "scheduler"]}],

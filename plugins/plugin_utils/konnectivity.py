@@ -48,7 +48,7 @@ def egress_selector_config(uds_name):
 
 
 def server_args(uds_name, cert_file, key_file, kubeconfig, agent_port=AGENT_PORT, admin_port=ADMIN_PORT,
-                health_port=HEALTH_PORT, agent_bind_address=""):
+                health_port=HEALTH_PORT, agent_bind_address="", health_bind_address="127.0.0.1"):
     """proxy-server flags: the API server's side on a Unix socket, agents on TLS at `agent_port` with the API
     server's serving certificate (agents dial the same address as kubelets), tokens checked by TokenReview."""
     args = [
@@ -61,7 +61,7 @@ def server_args(uds_name, cert_file, key_file, kubeconfig, agent_port=AGENT_PORT
         "--agent-port=%d" % check_port(agent_port, "agent port"),
         "--admin-port=%d" % check_port(admin_port, "admin port"),
         "--health-port=%d" % check_port(health_port, "health port"),
-        "--health-bind-address=127.0.0.1",
+        "--health-bind-address=%s" % check_host(health_bind_address),
         "--agent-namespace=%s" % NAMESPACE,
         "--agent-service-account=%s" % AGENT,
         "--authentication-audience=%s" % AUDIENCE,
@@ -95,6 +95,47 @@ def agent_args(server_host, server_port, ca_file, token_path=TOKEN_PATH, health_
     if identifiers:
         args.append("--agent-identifiers=%s" % identifiers)
     return args
+
+
+UDS_DIR = "/run/konnectivity"
+UDS_NAME = UDS_DIR + "/konnectivity-server.socket"
+EGRESS_DIR = "/etc/kubernetes/konnectivity"
+EGRESS_FILE = EGRESS_DIR + "/egress-selector.json"
+DEFAULT_SERVER_RESOURCES = {"requests": {"cpu": "10m", "memory": "30Mi"}, "limits": {"memory": "200Mi"}}
+
+
+def add_to_apiserver_pod(pod, image, egress_secret, cert_file, key_file, kubeconfig, mounts, resources=None):
+    """The proxy server as a second container of a hosted API server's pod, sharing the socket directory; the
+    API server sends cluster traffic there (its egress selector comes from the Secret `egress_secret`).
+    `mounts` are the API server container's (volume name, path) pairs the proxy reads its certificate, key and
+    kubeconfig from."""
+    image = check_image(image)
+    apiserver = pod["containers"][0]
+    apiserver["command"] = apiserver["command"] + ["--egress-selector-config-file=%s" % EGRESS_FILE]
+    apiserver["volumeMounts"] = apiserver["volumeMounts"] + [
+        {"name": "konnectivity-uds", "mountPath": UDS_DIR},
+        {"name": "konnectivity-egress", "mountPath": EGRESS_DIR, "readOnly": True}]
+    pod["containers"] = pod["containers"] + [{
+        "name": "konnectivity-server",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        # health on the pod's address, for the kubelet's probe; the admin port stays on loopback
+        "command": ["/usr/local/bin/proxy-server"] + server_args(UDS_NAME, cert_file, key_file, kubeconfig,
+                                                                 health_bind_address="0.0.0.0"),
+        "ports": [{"name": "konnectivity", "containerPort": AGENT_PORT}],
+        "resources": container_resources(resources or DEFAULT_SERVER_RESOURCES),
+        "livenessProbe": {"httpGet": {"port": HEALTH_PORT, "path": "/healthz"},
+                          "initialDelaySeconds": 10, "periodSeconds": 10, "timeoutSeconds": 5},
+        "volumeMounts": [{"name": name, "mountPath": path, "readOnly": True} for name, path in mounts]
+        + [{"name": "konnectivity-uds", "mountPath": UDS_DIR}],
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }]
+    pod["volumes"] = pod["volumes"] + [
+        {"name": "konnectivity-uds", "emptyDir": {"sizeLimit": "1Mi"}},
+        {"name": "konnectivity-egress", "secret": {"secretName": egress_secret,
+                                                   "items": [{"key": "egress-selector.json",
+                                                              "path": "egress-selector.json"}]}}]
+    return pod
 
 
 def server_rbac():

@@ -21,7 +21,7 @@ from sandbox.machines.errors import SandboxError
 from .layout import cidrs, pod_subnets
 
 NODE_IMAGES = ["pause", "echo", "coredns"]
-CONTROL_PLANE_IMAGES = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"]
+CONTROL_PLANE_IMAGES = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "konnectivity-server"]
 
 
 def _last_line(cmd: list[str]) -> str:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import base64
 import ipaddress
+import json
 import time
 import urllib.error
 import urllib.request
 
 import pytest
 import yaml
+from ansible_collections.kosmos.kubenest.plugins.module_utils import pki
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 from kubernetes.stream import stream
@@ -93,6 +96,57 @@ def _echo(tenant, name: str, node: str) -> int:
     return svc.spec.ports[0].node_port
 
 
+def _webhook_from_a_tenant_pod(tenant, node: str) -> str:
+    """A validating webhook served by an echo pod on `node` (TLS from a CA of the test's own); returns what the
+    tenant's API server answered to a ConfigMap the webhook is asked about."""
+    ca = pki.new_ca("kubenest-e2e-hook-ca")
+    leaf = pki.issue_certificate(ca, "hook", dns_names=["hook.default.svc"], server=True)
+    core, apps = k8s.CoreV1Api(tenant), k8s.AppsV1Api(tenant)
+    pem = {"tls.crt": pki.certificate_pem(leaf.cert), "tls.key": pki.private_key_pem(leaf.key)}
+    core.create_namespaced_secret("default", {"metadata": {"name": "hook-tls"}, "type": "kubernetes.io/tls",
+                                              "data": {k: base64.b64encode(v).decode() for k, v in pem.items()}})
+    labels = {"app": "hook"}
+    apps.create_namespaced_deployment("default", {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "hook"},
+        "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "containers": [{"name": "echo", "image": "kubenest.local/echo:1.0", "args": [":8443"],
+                            "env": [{"name": "ECHO_TLS_CERT", "value": "/tls/tls.crt"},
+                                    {"name": "ECHO_TLS_KEY", "value": "/tls/tls.key"}],
+                            "volumeMounts": [{"name": "tls", "mountPath": "/tls", "readOnly": True}]}],
+            "volumes": [{"name": "tls", "secret": {"secretName": "hook-tls"}}]}}}})
+    core.create_namespaced_service("default", {"metadata": {"name": "hook"}, "spec": {
+        "selector": labels, "ports": [{"port": 443, "targetPort": 8443}]}})
+    wait_for(lambda: (apps.read_namespaced_deployment("hook", "default").status.available_replicas or 0) >= 1,
+             180, "the webhook's Deployment available")
+    probe = {"kubenest-e2e-webhook": "yes"}
+    k8s.AdmissionregistrationV1Api(tenant).create_validating_webhook_configuration({
+        "metadata": {"name": "kubenest-e2e-hook"},
+        "webhooks": [{"name": "hook.kubenest.test", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                      "failurePolicy": "Fail", "timeoutSeconds": 10, "objectSelector": {"matchLabels": probe},
+                      "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                 "resources": ["configmaps"]}],
+                      "clientConfig": {"caBundle": base64.b64encode(pki.certificate_pem(ca.cert)).decode(),
+                                       "service": {"namespace": "default", "name": "hook", "path": "/validate"}}}]})
+    answers = []
+
+    def refused() -> bool:
+        try:
+            core.create_namespaced_config_map("default", {"metadata": {"generateName": "probe-", "labels": probe}})
+            answers.append("created")
+        except ApiException as exc:
+            answers.append(exc.body or str(exc))
+        return "refused by hook-" in answers[-1]
+
+    try:
+        wait_for(refused, 120, "the tenant's API server calling the webhook")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; it answered: {answers[-1:]}") from None
+    finally:
+        k8s.AdmissionregistrationV1Api(tenant).delete_validating_webhook_configuration("kubenest-e2e-hook")
+    return json.loads(answers[-1])["message"]
+
+
 def test_seed_cr_promotes_a_worker_that_serves_the_tenant(promoting):
     sb, api = promoting
     cp = next(n for n in sb.nodes if n.role == "control_plane")
@@ -142,6 +196,13 @@ def test_seed_cr_promotes_a_worker_that_serves_the_tenant(promoting):
     version = stream(tenant_core.connect_get_namespaced_pod_exec, dns_pod.metadata.name, "kube-system",
                      command=["/usr/local/bin/coredns", "-version"], stdout=True, stderr=True, stdin=False, tty=False)
     assert version.startswith("CoreDNS-"), version
+
+    # Those went through the Konnectivity tunnel; so does an admission webhook served from a tenant pod, which
+    # only the tenant's nodes can reach.
+    refused = _webhook_from_a_tenant_pod(tenant, "kn-w1")
+    assert refused.startswith("admission webhook") and "refused by hook-" in refused, refused
+    agents = k8s.AppsV1Api(tenant).read_namespaced_daemon_set("konnectivity-agent", "kube-system").status
+    assert agents.number_ready == 1, agents
 
     # No host credential on the promoted node: its kubelet's certificate comes from the tenant's CA.
     present = on_node(sb, "kn-w1", "ls " + " ".join(CREDENTIAL_FILES) + " 2>/dev/null")

@@ -35,7 +35,7 @@ from tests.support.virtualclusters import (
 )
 
 NS = "kubenest-e2e-vc"
-EXPECTED = {"Deployment": 3, "StatefulSet": 1, "Service": 2, "Secret": 4, "NetworkPolicy": 3, "Pod": 4,
+EXPECTED = {"Deployment": 3, "StatefulSet": 1, "Service": 2, "Secret": 5, "NetworkPolicy": 3, "Pod": 4,
             "PersistentVolumeClaim": 1}
 POOL = "/var/lib/kubenest/volumes"  # kosmos.kubenest.local_volumes on the control-plane machine
 

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -94,5 +95,28 @@ func main() {
 			http.Error(w, err.Error(), http.StatusBadGateway)
 		}
 	})
+	// /validate answers an admission review: it refuses every object, naming the pod that refused it, so a test
+	// sees that its API server reached this pod.
+	http.HandleFunc("/validate", func(w http.ResponseWriter, r *http.Request) {
+		var review struct {
+			Request struct {
+				UID string `json:"uid"`
+			} `json:"request"`
+		}
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&review); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{
+			"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+			"response": map[string]any{"uid": review.Request.UID, "allowed": false,
+				"status": map[string]any{"code": 403, "message": "refused by " + host}},
+		})
+	})
+	// TLS (for admission webhooks) when the pod gives a certificate and key.
+	if cert, key := os.Getenv("ECHO_TLS_CERT"), os.Getenv("ECHO_TLS_KEY"); cert != "" && key != "" {
+		log.Fatal(http.ListenAndServeTLS(addr, cert, key, nil))
+	}
 	log.Fatal(http.ListenAndServe(addr, nil))
 }

@@ -269,3 +269,31 @@ def test_gogc_is_set_by_component_and_checked():
                       ({"apiserver": -1}, "percentage"), ({"apiserver": True}, "percentage")):
         with pytest.raises(AnsibleFilterError, match=says):
             hosted_manifest("apiserver", VC, dict(SETTINGS, gogc=bad))
+
+
+def test_the_proxy_server_runs_beside_the_api_server_on_a_shared_socket():
+    plain = hosted_manifest("apiserver", VC, SETTINGS)
+    assert [c["name"] for c in plain["spec"]["template"]["spec"]["containers"]] == ["kube-apiserver"]
+    proxy_image = "kubenest.local/konnectivity-server:v1"
+    manifest = hosted_manifest("apiserver", VC, dict(SETTINGS, konnectivity_image=proxy_image))
+    pod = manifest["spec"]["template"]["spec"]
+    apiserver, proxy = pod["containers"]
+    assert proxy["name"] == "konnectivity-server" and proxy["image"] == "kubenest.local/konnectivity-server:v1"
+    assert "--egress-selector-config-file=/etc/kubernetes/konnectivity/egress-selector.json" in apiserver["command"]
+    shared = {m["mountPath"] for m in apiserver["volumeMounts"]} & {m["mountPath"] for m in proxy["volumeMounts"]}
+    assert "/run/konnectivity" in shared
+    flags = dict(arg[2:].split("=", 1) for arg in proxy["command"][1:])
+    assert flags["uds-name"] == "/run/konnectivity/konnectivity-server.socket"
+    assert (flags["cluster-cert"], flags["kubeconfig"]) == ("/etc/kubernetes/pki/apiserver.crt",
+                                                            "/etc/kubernetes/conf/konnectivity-server.conf")
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["konnectivity-egress"]["secret"]["secretName"] == "vc1-konnectivity"
+    assert volumes["conf"]["secret"]["items"] == [{"key": "konnectivity-server.conf",
+                                                   "path": "konnectivity-server.conf"}]
+    assert not any(c.get("securityContext", {}).get("privileged") for c in pod["containers"])
+
+
+@pytest.mark.parametrize("value", HOSTILE[:4])
+def test_a_hostile_proxy_image_is_refused(value):
+    with pytest.raises(AnsibleFilterError, match="InvalidRequest"):
+        hosted_manifest("apiserver", VC, dict(SETTINGS, konnectivity_image=value))
