@@ -161,7 +161,9 @@ def agent_objects(image, server_host, server_port, resources=None):
         "nodeSelector": {"kubernetes.io/os": "linux"},
         "tolerations": [{"operator": "Exists"}],
         "automountServiceAccountToken": False,
-        "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "seccompProfile": {"type": "RuntimeDefault"}},
+        # the kubelet gives the projected token to the pod's user
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 65532,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [{
             "name": AGENT,
             "image": image,
