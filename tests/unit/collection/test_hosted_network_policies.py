@@ -37,8 +37,8 @@ def test_etcd_answers_only_its_own_apiserver_and_its_peers():
 def test_the_apiserver_opens_only_its_port_and_the_controllers_nothing():
     policies = _by_name(hosted_network_policies(VC))
     assert set(policies) == {"vc1-etcd", "vc1-apiserver", "vc1-controllers"}
-    assert policies["vc1-apiserver"]["spec"]["ingress"] == [{"ports": [{"protocol": "TCP", "port": 6443},
-                                                                  {"protocol": "TCP", "port": 8132}]}]
+    api_ports = [{"protocol": "TCP", "port": 6443}, {"protocol": "TCP", "port": 8132}]  # API, Konnectivity agents
+    assert policies["vc1-apiserver"]["spec"]["ingress"] == [{"ports": api_ports}]
     controllers = policies["vc1-controllers"]["spec"]
     assert controllers["ingress"] == [] and controllers["policyTypes"] == ["Ingress"]
     for component in ("controller-manager", "scheduler"):
