@@ -125,6 +125,10 @@ def apiserver_deployment(settings, etcd_endpoint, service_cidr, cluster_domain="
     # this server at; the server's own choice would be its pod IP in the host, which tenant pods must not reach.
     options = apiserver_flags(FILES, 6443, etcd_endpoint, service_cidr, cluster_domain, kubelet_serving_ca=True,
                               endpoint_reconciler="none")
+    if konnectivity_image:
+        # Webhooks and aggregated APIs at their pods' addresses: the agents run in their nodes' network, where
+        # pod addresses route and Service addresses (without a default route to leave by) may not.
+        options.append(("enable-aggregator-routing", "true"))
     probes = {
         "readinessProbe": http_probe("/readyz", 6443, period=3, scheme="HTTPS"),
         "livenessProbe": http_probe("/livez", 6443, period=10, initial_delay=30, scheme="HTTPS",

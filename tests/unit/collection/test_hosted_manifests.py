@@ -280,6 +280,8 @@ def test_the_proxy_server_runs_beside_the_api_server_on_a_shared_socket():
     apiserver, proxy = pod["containers"]
     assert proxy["name"] == "konnectivity-server" and proxy["image"] == "kubenest.local/konnectivity-server:v1"
     assert "--egress-selector-config-file=/etc/kubernetes/konnectivity/egress-selector.json" in apiserver["command"]
+    assert "--enable-aggregator-routing=true" in apiserver["command"]
+    assert "--enable-aggregator-routing=true" not in plain["spec"]["template"]["spec"]["containers"][0]["command"]
     shared = {m["mountPath"] for m in apiserver["volumeMounts"]} & {m["mountPath"] for m in proxy["volumeMounts"]}
     assert "/run/konnectivity" in shared
     flags = dict(arg[2:].split("=", 1) for arg in proxy["command"][1:])
