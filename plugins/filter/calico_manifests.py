@@ -47,6 +47,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.calico import manifests
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.node_network import known_settings
 
 SETTINGS = ("node_image", "cni_image", "controllers_image", "api_host", "api_port", "pod_cidr", "vxlan_mode",
             "vxlan_port", "mtu", "labels", "node_resources", "controllers_resources", "cni_bin_dir")
@@ -54,12 +55,7 @@ SETTINGS = ("node_image", "cni_image", "controllers_image", "api_host", "api_por
 
 def calico_manifests(settings):
     try:
-        if not isinstance(settings, dict):
-            raise ValueError("settings must be a dictionary")
-        unknown = sorted(set(settings) - set(SETTINGS))
-        if unknown:
-            raise ValueError("unknown settings %s" % ", ".join(unknown))
-        return manifests(**settings)
+        return manifests(**known_settings(settings, SETTINGS))
     except (TypeError, ValueError) as exc:
         raise AnsibleFilterError("[kubenest:permanent:InvalidRequest] pod network (calico): %s" % exc) from None
 

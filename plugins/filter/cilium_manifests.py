@@ -45,6 +45,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.cilium import manifests
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.node_network import known_settings
 
 SETTINGS = ("agent_image", "operator_image", "api_host", "api_port", "tunnel_port", "mtu", "labels",
             "agent_resources", "operator_resources", "cni_bin_dir")
@@ -52,12 +53,7 @@ SETTINGS = ("agent_image", "operator_image", "api_host", "api_port", "tunnel_por
 
 def cilium_manifests(settings):
     try:
-        if not isinstance(settings, dict):
-            raise ValueError("settings must be a dictionary")
-        unknown = sorted(set(settings) - set(SETTINGS))
-        if unknown:
-            raise ValueError("unknown settings %s" % ", ".join(unknown))
-        return manifests(**settings)
+        return manifests(**known_settings(settings, SETTINGS))
     except (TypeError, ValueError) as exc:
         raise AnsibleFilterError("[kubenest:permanent:InvalidRequest] pod network: %s" % exc) from None
 

@@ -45,21 +45,18 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils import konnectivity
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.node_network import known_settings
 
 TENANT_SETTINGS = ("image", "server_host", "server_port", "resources")
 
 
 def konnectivity_manifests(what, settings):
     try:
-        if not isinstance(settings, dict):
-            raise ValueError("settings must be a dictionary")
+        known_settings(settings, TENANT_SETTINGS)
         if what == "egress":
             return konnectivity.egress_selector_config(konnectivity.UDS_NAME)
         if what != "tenant":
             raise ValueError("%r is neither egress nor tenant" % (what,))
-        unknown = sorted(set(settings) - set(TENANT_SETTINGS))
-        if unknown:
-            raise ValueError("unknown settings %s" % ", ".join(unknown))
         missing = sorted(set(TENANT_SETTINGS) - {"resources"} - set(settings))
         if missing:
             raise ValueError("missing settings %s" % ", ".join(missing))

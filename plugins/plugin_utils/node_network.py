@@ -16,6 +16,16 @@ HOST_NAME = r"^(?=.{1,253}$)%s(\.%s)*$" % (LABEL, LABEL)
 READ = ("get", "list", "watch")
 
 
+def known_settings(settings, allowed):
+    """`settings` as given, once it is a dictionary of only `allowed` keys."""
+    if not isinstance(settings, dict):
+        raise ValueError("settings must be a dictionary")
+    unknown = sorted(set(settings) - set(allowed))
+    if unknown:
+        raise ValueError("unknown settings %s" % ", ".join(unknown))
+    return settings
+
+
 def check_host(value):
     value = str(value)
     try:
