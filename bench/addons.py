@@ -1,11 +1,14 @@
 """``make bench`` part 4: a virtual cluster's add-ons on its promoted node, driven by the real operator.
 
 For each of several VirtualClusters asking for one node, polled every 0.2 s from outside:
+  created -> condition Ready True (control plane, the promoted node and its add-ons: target 35 s);
   control plane Ready (its apiserver Deployment available in the host) -> condition AddonsReady True;
   the node Ready in the tenant -> AddonsReady True;
-and the memory (working set) of the add-on pods on the tenant node once AddonsReady.
-Baseline, measured in the same run on the same machines: the host cluster's own CoreDNS, restarted
-(rollout restart until every replica is new and available), and its memory per replica.
+and the memory (working set) of the add-on pods on the tenant node once AddonsReady (Cilium agent and operator,
+CoreDNS, Konnectivity agent: every kube-system pod there).
+Baselines, measured in the same run on the same machines: the host cluster's own CoreDNS, restarted
+(rollout restart until every replica is new and available), and its memory per replica; the host's own add-ons
+per node (its kube-system pods: Cilium and CoreDNS).
 """
 
 from __future__ import annotations
@@ -109,13 +112,29 @@ class Moments:
         return self.seen
 
 
-def dns_memory(api, node: str) -> float:
-    """Working set of the CoreDNS pods on `node`, from its kubelet's summary API (through `api`)."""
+def kube_system_pods(api, node: str) -> list[dict]:
+    """The kubelet summary of `node`'s kube-system pods (through `api`)."""
     from kubernetes import client as k8s
 
     raw = k8s.CoreV1Api(api).connect_get_node_proxy_with_path(node, "stats/summary", _preload_content=False).data
-    pods = [p for p in json.loads(raw).get("pods", [])
-            if p["podRef"]["namespace"] == "kube-system" and p["podRef"]["name"].startswith("coredns-")]
+    return [p for p in json.loads(raw).get("pods", []) if p["podRef"]["namespace"] == "kube-system"]
+
+
+def addons_memory(api, node: str) -> float:
+    """Working set of every add-on pod on `node`."""
+    return sum((p.get("memory") or {}).get("workingSetBytes", 0) for p in kube_system_pods(api, node))
+
+
+def host_addons_memory(api) -> float:
+    """The host's own add-ons per node: its kube-system pods' working sets, median over its nodes."""
+    from kubernetes import client as k8s
+
+    return statistics.median(addons_memory(api, n.metadata.name) for n in k8s.CoreV1Api(api).list_node().items)
+
+
+def dns_memory(api, node: str) -> float:
+    """Working set of the CoreDNS pods on `node`, from its kubelet's summary API (through `api`)."""
+    pods = [p for p in kube_system_pods(api, node) if p["podRef"]["name"].startswith("coredns-")]
     if not pods:
         raise RuntimeError(f"no CoreDNS pod on {node}")
     return sum((p.get("memory") or {}).get("workingSetBytes", 0) for p in pods) / len(pods)
@@ -162,6 +181,7 @@ def main() -> int:
     install_crds(kubeconfig)
     ensure_namespace(api, NS)
     from_cp, from_node, memory, baselines, base_memory = [], [], [], [], []
+    to_ready, all_memory, host_all_memory = [], [], []
     with sandbox_operator_paused(), tempfile.TemporaryDirectory() as tmp:
         operator = OperatorProcess(kubeconfig, Path(tmp), "--site-vars", str(write_site_vars(sb.state_dir)),
                                    "--node-wait-interval", "5", "--progress-interval", "1").start()
@@ -173,21 +193,28 @@ def main() -> int:
                     control_plane=lambda name=name: _available(api, NS, f"{name}-apiserver"),
                     node=lambda tenant_api=tenant_api: (t := tenant_api()) is not None and _node_ready(t, NODE),
                     addons=lambda name=name: condition(get_vc(api, NS, name), "AddonsReady").get("status")
-                    == "True")
+                    == "True",
+                    ready=lambda name=name: condition(get_vc(api, NS, name), "Ready").get("status") == "True")
+                created = time.monotonic()
                 create_vc(api, NS, name, {"promoteResources": {"nodes": [NODE]}})
                 seen = moments.result()
+                to_ready.append(seen["ready"] - created)
                 from_cp.append(seen["addons"] - seen["control_plane"])
                 from_node.append(seen["addons"] - seen["node"])
                 time.sleep(15)  # the kubelet's summary lags a new pod
                 memory.append(dns_memory(tenant_api(), NODE))
+                all_memory.append(addons_memory(tenant_api(), NODE))
                 delete_vc(api, NS, name, timeout=600)
                 wait_for(lambda: _node_ready(api, NODE), 300, f"{NODE} Ready in the host again")
                 seconds, host_memory = host_dns_restart(api)
                 baselines.append(seconds)
                 base_memory.append(host_memory)
-                print(f"run {i + 1}: control plane Ready -> AddonsReady {from_cp[-1]:.1f} s, node Ready -> "
-                      f"AddonsReady {from_node[-1]:.1f} s, CoreDNS {memory[-1] / MiB:.1f} MiB; host CoreDNS "
-                      f"restart {seconds:.1f} s, {host_memory / MiB:.1f} MiB", flush=True)
+                host_all_memory.append(host_addons_memory(api))
+                print(f"run {i + 1}: created -> Ready {to_ready[-1]:.1f} s, control plane Ready -> AddonsReady "
+                      f"{from_cp[-1]:.1f} s, node Ready -> AddonsReady {from_node[-1]:.1f} s, add-ons "
+                      f"{all_memory[-1] / MiB:.1f} MiB (CoreDNS {memory[-1] / MiB:.1f}); host CoreDNS restart "
+                      f"{seconds:.1f} s, {host_memory / MiB:.1f} MiB; host add-ons per node "
+                      f"{host_all_memory[-1] / MiB:.1f} MiB", flush=True)
         finally:
             operator.stop()
     base, mem_base = statistics.median(baselines), statistics.median(base_memory)
@@ -198,6 +225,11 @@ def main() -> int:
     print(row("control plane Ready -> AddonsReady", from_cp, base))
     print(row("tenant node Ready -> AddonsReady", from_node, base))
     print(row("add-on memory per tenant node (CoreDNS)", memory, mem_base, "MiB", MiB))
+    print(row("add-on memory per tenant node (all)", all_memory, statistics.median(host_all_memory), "MiB", MiB))
+    print(f"| created -> Ready with one promoted node | {statistics.median(to_ready):.1f} s | {max(to_ready):.1f} s "
+          f"| target 35 s | {statistics.median(to_ready) / 35:.2f} |")
+    print("baselines: the host's CoreDNS restarted (times) and per replica (CoreDNS memory); the host's own add-ons "
+          "per node, median over its nodes (all add-ons)")
     return 0
 
 

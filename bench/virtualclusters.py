@@ -51,11 +51,11 @@ BATCH = int(os.environ.get("KUBENEST_BENCH_BATCH", "10"))
 MiB = 1024 * 1024
 
 
-def vc_memory(api, names: list[str]) -> float:
-    """Working-set bytes of the virtual control-plane pods, from the kubelets' summary API."""
+def vc_usage(api, names: list[str]) -> tuple[float, float]:
+    """Working-set bytes and CPU millicores of the virtual control-plane pods, from the kubelets' summary API."""
     from kubernetes import client as k8s
 
-    total = 0
+    total, cpu = 0, 0.0
     for node in k8s.CoreV1Api(api).list_node().items:
         core = k8s.CoreV1Api(api)
         raw = core.connect_get_node_proxy_with_path(node.metadata.name, "stats/summary", _preload_content=False).data
@@ -63,7 +63,8 @@ def vc_memory(api, names: list[str]) -> float:
             ref = pod["podRef"]
             if ref["namespace"] == NS and any(ref["name"].startswith(f"{n}-") for n in names):
                 total += (pod.get("memory") or {}).get("workingSetBytes", 0)
-    return total
+                cpu += (pod.get("cpu") or {}).get("usageNanoCores", 0) / 1e6
+    return total, cpu
 
 
 def host_control_plane_memory(sb) -> float:
@@ -81,6 +82,16 @@ def control_plane_pods(api, name: str) -> dict[str, int]:
 
     pods = k8s.CoreV1Api(api).list_namespaced_pod(NS, label_selector=f"kosmos.io/virtualcluster={name}").items
     return {p.metadata.uid: sum(c.restart_count for c in p.status.container_statuses or []) for p in pods}
+
+
+def requested_mcpu(api, name: str) -> float:
+    """CPU the virtual control plane's containers request: what the scheduler sets aside for it."""
+    from kubernetes import client as k8s
+    from kubernetes.utils import parse_quantity
+
+    pods = k8s.CoreV1Api(api).list_namespaced_pod(NS, label_selector=f"kosmos.io/virtualcluster={name}").items
+    return sum(float(parse_quantity((c.resources.requests or {}).get("cpu", "0"))) * 1000
+               for p in pods for c in p.spec.containers)
 
 
 def label_edit(api, log: Path, name: str) -> tuple[int, int]:
@@ -167,7 +178,9 @@ def main() -> int:
                     results["phases"] = phases.table(phases.find_run(runs_dir, NS, name), created_at,
                                                      dt.datetime.now(dt.UTC))
                     time.sleep(IDLE_S)
-                    results["one_idle_MiB"] = vc_memory(api, [name]) / MiB
+                    memory, results["one_idle_mcpu"] = vc_usage(api, [name])
+                    results["one_idle_MiB"] = memory / MiB
+                    results["requested_mcpu"] = requested_mcpu(api, name)
                     results["label_edit_runs"], results["label_edit_restarts"] = label_edit(
                         api, Path(logs) / f"operator-{operator.starts}.log", name)
                 delete_s.append(delete_vc(api, NS, name))
@@ -180,12 +193,13 @@ def main() -> int:
                 for name in names:
                     create_vc(api, NS, name)
                 with ThreadPoolExecutor(BATCH) as pool:
-                    list(pool.map(lambda n: wait_ready(api, NS, n, timeout=1800), names))
+                    list(pool.map(lambda n: wait_ready(api, NS, n, timeout=900), names))
             results["batch_ready_s"] = time.monotonic() - started
             results["operator_peak_MiB"] = peak.bytes / MiB
             results["batch_failures"] = sum(int(not ready_now(api, n)) for n in names)
             time.sleep(IDLE_S)
-            results["batch_idle_MiB"] = vc_memory(api, names) / MiB
+            memory, results["batch_idle_mcpu"] = vc_usage(api, names)
+            results["batch_idle_MiB"] = memory / MiB
             results["restart_s"], results["restart_runs"] = restart(operator, Path(logs), len(names))
             # What every resumed virtual cluster cost before: one converge run (its revision annotation removed).
             k8s.CustomObjectsApi(api).patch_namespaced_custom_object(
@@ -210,6 +224,8 @@ def main() -> int:
     print(f"{'delete -> gone, median of 3 (s)':48} {r['delete_s']:10.1f} {'':>12} {'':>7}")
     print(f"{'memory of one idle virtual control plane (MiB)':48} {r['one_idle_MiB']:10.0f} "
           f"{r['host_cp_MiB']:10.0f}hc {r['one_idle_MiB'] / r['host_cp_MiB']:7.2f}")
+    print(f"{'CPU of one idle virtual control plane (millicores)':48} {r['one_idle_mcpu']:10.0f} "
+          f"{r['requested_mcpu']:10.0f}rq {r['one_idle_mcpu'] / r['requested_mcpu']:7.2f}")
     n = BATCH
     print(f"{f'{n} created at once -> all Ready (s)':48} {r['batch_ready_s']:10.1f} {r['ready_s']:10.1f}s1 "
           f"{r['batch_ready_s'] / r['ready_s']:7.2f}")
@@ -217,6 +233,8 @@ def main() -> int:
     print(f"{'operator peak memory meanwhile, with runners (MiB)':48} {r['operator_peak_MiB']:10.0f}")
     print(f"{f'memory of {n} idle virtual control planes (MiB)':48} {r['batch_idle_MiB']:10.0f} "
           f"{r['one_idle_MiB']:10.0f}s1 {r['batch_idle_MiB'] / r['one_idle_MiB']:7.2f}")
+    print(f"{f'CPU of {n} idle virtual control planes (millicores)':48} {r['batch_idle_mcpu']:10.0f} "
+          f"{r['one_idle_mcpu']:10.0f}s1 {r['batch_idle_mcpu'] / r['one_idle_mcpu']:7.2f}")
     print(f"{f'{n} deleted at once -> all gone (s)':48} {r['batch_delete_s']:10.1f} {r['delete_s']:10.1f}s1 "
           f"{r['batch_delete_s'] / r['delete_s']:7.2f}")
     print(f"{f'{n} deleted at once: objects left in the host':48} {len(r['batch_leftovers']):10d}")
@@ -226,7 +244,8 @@ def main() -> int:
           f"{r['rerun_s']:10.1f}r1 {r['restart_s'] / r['rerun_s']:7.2f}")
     print(f"{'playbook runs started by that restart':48} {r['restart_runs']:10d}")
     print("baselines: rc = the same four binaries started as processes with ready PKI (median of 3);"
-          " hc = the host cluster's own control plane (systemd units, RSS); s1 = one virtual cluster alone;"
+          " hc = the host cluster's own control plane (systemd units, RSS);"
+          " rq = the CPU its pods request; s1 = one virtual cluster alone;"
           f" r1 = a restart in which one of the {n} is converged again (what each one cost before)")
     print("\nwhere the first create went (s), from its run's Ansible events:")
     for phase, seconds in r["phases"]:

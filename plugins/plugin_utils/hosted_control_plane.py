@@ -130,7 +130,8 @@ def apiserver_deployment(settings, etcd_endpoint, service_cidr, cluster_domain="
         # pod addresses route and Service addresses (without a default route to leave by) may not.
         options.append(("enable-aggregator-routing", "true"))
     probes = {
-        "readinessProbe": http_probe("/readyz", 6443, period=3, scheme="HTTPS"),
+        # Every second: a virtual cluster is Ready no later than a second after its API server is.
+        "readinessProbe": http_probe("/readyz", 6443, period=1, scheme="HTTPS"),
         "livenessProbe": http_probe("/livez", 6443, period=10, initial_delay=30, scheme="HTTPS",
                                     failure_threshold=6),
     }

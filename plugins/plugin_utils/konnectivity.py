@@ -101,7 +101,7 @@ UDS_DIR = "/run/konnectivity"
 UDS_NAME = UDS_DIR + "/konnectivity-server.socket"
 EGRESS_DIR = "/etc/kubernetes/konnectivity"
 EGRESS_FILE = EGRESS_DIR + "/egress-selector.json"
-DEFAULT_SERVER_RESOURCES = {"requests": {"cpu": "10m", "memory": "30Mi"}, "limits": {"memory": "200Mi"}}
+DEFAULT_SERVER_RESOURCES = {"requests": {"cpu": "5m", "memory": "30Mi"}, "limits": {"memory": "200Mi"}}
 
 
 def add_to_apiserver_pod(pod, image, egress_secret, cert_file, key_file, kubeconfig, mounts, resources=None):

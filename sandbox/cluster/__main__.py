@@ -1,8 +1,9 @@
 """python -m sandbox.cluster up: bootstrap the sandbox host cluster on the node machines.
 
 Writes group_vars/host_vars next to the machines' inventory, runs playbooks/bootstrap.yml through the
-agent, routes the pod subnets from the host over the bridge, and leaves the admin kubeconfig at
-<state dir>/kubeconfig.
+agent (Cilium as the pod network, node subnets from the controller-manager), routes the nodes' pod subnets
+from the host over the bridge, and leaves the admin kubeconfig at <state dir>/kubeconfig.
+`python -m sandbox.cluster routes` brings those routes up to date after nodes left and came back.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ import yaml
 from sandbox.machines.config import REPO_ROOT, from_env
 from sandbox.machines.errors import SandboxError
 
-from .layout import cidrs, pod_subnets
+from . import pod_routes
+from .layout import cidrs
 
-NODE_IMAGES = ["pause", "echo", "coredns"]
+NODE_IMAGES = ["pause", "echo", "coredns", "cilium", "cilium-operator"]
 CONTROL_PLANE_IMAGES = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "konnectivity-server"]
 
 
@@ -29,9 +31,8 @@ def _last_line(cmd: list[str]) -> str:
     return out.strip().splitlines()[-1]
 
 
-def write_vars(sb, bin_dir: str, images_dir: str) -> dict[str, str]:
+def write_vars(sb, bin_dir: str, images_dir: str) -> None:
     pod_cidr, service_cidr = cidrs()
-    subnets = pod_subnets(pod_cidr, [n.name for n in sb.nodes])
     group_vars = {
         "kubenest_bin_dir": bin_dir,
         "kubenest_images_dir": images_dir,
@@ -39,6 +40,7 @@ def write_vars(sb, bin_dir: str, images_dir: str) -> dict[str, str]:
         "kubenest_admin_kubeconfig": str(sb.state_dir / "kubeconfig"),
         "kubenest_service_cidr": service_cidr,
         "kubenest_pod_cidr": pod_cidr,
+        "kubenest_pod_network": "cilium",
         # Nothing outside the sandbox's own network may be reached: names outside the cluster get NXDOMAIN.
         "kubenest_dns_upstream": [],
     }
@@ -46,18 +48,15 @@ def write_vars(sb, bin_dir: str, images_dir: str) -> dict[str, str]:
     (sb.state_dir / "host_vars").mkdir(exist_ok=True)
     (sb.state_dir / "group_vars" / "all.yml").write_text(yaml.safe_dump(group_vars))
     for node in sb.nodes:
-        host_vars = {"kubelet_pod_cidr": subnets[node.name]}
-        if node.role == "control_plane":  # virtual control planes run here, from these images
-            host_vars["kubelet_images"] = NODE_IMAGES + CONTROL_PLANE_IMAGES
-        (sb.state_dir / "host_vars" / f"{node.name}.yml").write_text(yaml.safe_dump(host_vars))
-    return subnets
+        images = NODE_IMAGES + (CONTROL_PLANE_IMAGES if node.role == "control_plane" else [])
+        (sb.state_dir / "host_vars" / f"{node.name}.yml").write_text(yaml.safe_dump({"kubelet_images": images}))
 
 
-def route_pod_subnets(sb, subnets: dict[str, str]) -> None:
-    """Let the sandbox host reach pods directly, like a router on the node network would."""
-    ips = {n.name: n.ip for n in sb.nodes}
-    for name, subnet in subnets.items():
-        subprocess.run(["ip", "route", "replace", subnet, "via", ips[name], "dev", sb.bridge], check=True)
+def routes(_args=None) -> int:
+    sb = from_env()
+    for subnet, ip in sorted(pod_routes.refresh(sb, cidrs()[0]).items()):
+        print(f"{subnet} via {ip}")
+    return 0
 
 
 def up(args) -> int:
@@ -66,16 +65,16 @@ def up(args) -> int:
     if not inventory.is_file():
         raise SandboxError(f"{inventory} is missing: start the machines first (make nodes)")
     bin_dir = _last_line(["bash", "sandbox/k8s/build.sh"])
-    _last_line(["bash", "sandbox/cilium/build.sh"])  # the tenants' pod network, for the image catalog
+    _last_line(["bash", "sandbox/cilium/build.sh"])  # the pod network of the host and of tenants
     images_dir = _last_line([sys.executable, "sandbox/images/build_images.py"])
-    subnets = write_vars(sb, bin_dir, images_dir)
+    write_vars(sb, bin_dir, images_dir)
     env = {**os.environ, "ANSIBLE_FORCE_COLOR": os.environ.get("ANSIBLE_FORCE_COLOR", "0")}
     playbook = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
                 str(REPO_ROOT / "playbooks" / "bootstrap.yml"), *args.ansible_args]
     rc = subprocess.run(playbook, cwd=REPO_ROOT, env=env, check=False).returncode
     if rc != 0:
         return rc
-    route_pod_subnets(sb, subnets)
+    pod_routes.refresh(sb, cidrs()[0])
     print(f"host cluster ready: kubectl --kubeconfig {sb.state_dir / 'kubeconfig'} get nodes")
     return 0
 
@@ -85,9 +84,10 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     up_parser = sub.add_parser("up", help="bootstrap (or converge) the host cluster on the machines")
     up_parser.add_argument("ansible_args", nargs="*", help="extra ansible-playbook arguments")
+    sub.add_parser("routes", help="route the nodes' pod subnets from this host (after nodes came back)")
     args = parser.parse_args(argv)
     try:
-        return up(args)
+        return up(args) if args.command == "up" else routes(args)
     except SandboxError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

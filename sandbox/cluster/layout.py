@@ -9,6 +9,7 @@ from sandbox.machines.errors import SandboxError
 
 DEFAULT_POD_CIDR = "198.19.0.0/17"
 DEFAULT_SERVICE_CIDR = "198.19.128.0/17"
+# Each node gets a /24 of the pod range from the controller-manager.
 POD_SUBNET_PREFIX = 24
 
 
@@ -24,16 +25,3 @@ def cidrs() -> tuple[str, str]:
     if pod_net.prefixlen > POD_SUBNET_PREFIX - 1:
         raise SandboxError(f"pod range {pod} must be larger than one /{POD_SUBNET_PREFIX} per node")
     return pod, service
-
-
-def pod_subnets(pod_cidr: str, names: list[str]) -> dict[str, str]:
-    """One /24 per node, skipping the first (the range's network address reads like a gateway)."""
-    subnets = ipaddress.ip_network(pod_cidr).subnets(new_prefix=POD_SUBNET_PREFIX)
-    next(subnets)
-    plan = {}
-    for name in names:
-        try:
-            plan[name] = str(next(subnets))
-        except StopIteration:
-            raise SandboxError(f"pod range {pod_cidr} has no /{POD_SUBNET_PREFIX} left for {name}") from None
-    return plan

@@ -21,6 +21,8 @@ from cryptography.x509.oid import NameOID
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
+from sandbox.cluster import pod_routes
+from sandbox.cluster.layout import cidrs
 from tests.e2e.conftest import run_python as _run
 from tests.support.collection_install import build_tarball, clean_install
 from tests.support.http import get_text
@@ -34,6 +36,7 @@ NAMESPACE = "kubenest-e2e"
 @pytest.fixture(scope="module")
 def cluster(host_cluster):
     sb, api = host_cluster
+    pod_routes.refresh(sb, cidrs()[0])  # nodes that came back from a virtual cluster may have new pod subnets
     yield sb, api
     if _ns_exists(api):
         k8s.CoreV1Api(api).delete_namespace(NAMESPACE)
@@ -182,7 +185,10 @@ def test_cluster_dns_answers_for_services_and_refuses_other_names_at_once(cluste
     echo_ip = core.read_namespaced_service("echo", NAMESPACE).spec.cluster_ip
     assert _resolve(a, f"echo.{NAMESPACE}.svc.cluster.local") == (200, echo_ip)
     # by Service name, from a pod on one worker to the pods behind it (one of them on the other worker)
-    seen = {_get(f"http://{a.status.pod_ip}:8080/fetch?url=http://echo/").split()[0] for _attempt in range(16)}
+    # (a pod network just started may take some seconds to carry a new remote endpoint: fetches until both answered)
+    seen, deadline = set(), time.monotonic() + 90
+    while f"host={b.metadata.name}" not in seen and time.monotonic() < deadline:
+        seen |= {_get(f"http://{a.status.pod_ip}:8080/fetch?url=http://echo/").split()[0] for _attempt in range(8)}
     assert f"host={b.metadata.name}" in seen and seen <= {f"host={a.metadata.name}", f"host={b.metadata.name}"}
     # a name outside the cluster: a clean NXDOMAIN (404 from the resolver), not a timeout (502)
     status, answer = _resolve(b, "kubenest-e2e.example.com")

@@ -16,6 +16,8 @@ from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 from kubernetes.stream import stream
 
+from sandbox.cluster import pod_routes
+from sandbox.cluster.layout import cidrs
 from sandbox.operator import write_site_vars
 from tests.support.http import get_text
 from tests.support.k8sbin import versions
@@ -634,9 +636,13 @@ def test_node_count_up_and_down_then_delete_leaves_nothing_of_the_tenant(promoti
     for name in ("kn-w1", *pool):
         assert_back_in_host_clean(sb, api, name)
         assert tenant_traces(sb, api, name, "scale-apps") == []
-    # Back in the host, the returned nodes serve host pods again: a pod on each resolves names through the
-    # host's DNS and reaches a host Service by name.
+    # Back in the host, the returned nodes serve host pods again: each has a pod subnet of the host's range from
+    # the host's controller-manager, and a pod on each resolves names through the host's DNS and reaches a host
+    # Service by name.
     core = k8s.CoreV1Api(api)
+    for name in pool:
+        assert ipaddress.ip_network(core.read_node(name).spec.pod_cidr).subnet_of(ipaddress.ip_network(cidrs()[0]))
+    pod_routes.refresh(sb, cidrs()[0])  # the sandbox host's routes to pods follow the nodes' new subnets
     kubernetes_ip = core.read_namespaced_service("kubernetes", "default").spec.cluster_ip
     dns_ip = core.read_namespaced_service("kube-dns", "kube-system").spec.cluster_ip
     for name in pool:

@@ -5,9 +5,13 @@ from __future__ import annotations
 import base64
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -191,6 +195,57 @@ def test_two_virtual_clusters_side_by_side_are_isolated(operator, host_cluster):
     beta_api, _cfg = tenant_client(beta, api)
     assert NS not in {ns.metadata.name for ns in k8s.CoreV1Api(beta_api).list_namespace().items}
     assert k8s.CoreV1Api(beta_api).list_node().items == []
+
+
+def _probe_pod(api, name: str) -> str:
+    """An echo pod of the host in the virtual clusters' own namespace, on a worker; its IP once it runs."""
+    core = k8s.CoreV1Api(api)
+    core.create_namespaced_pod(NS, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                                    "spec": {"containers": [{"name": "echo", "image": "kubenest.local/echo:1.0"}]}})
+
+    def running():
+        pod = core.read_namespaced_pod(name, NS)
+        ready = pod.status.phase == "Running" and all(c.ready for c in pod.status.container_statuses or [])
+        return pod.status.pod_ip if ready else None
+    return wait_for(running, 180, f"pod {name}")
+
+
+def _fetch_from(pod_ip: str, url: str) -> tuple[int, str]:
+    """What `url` answered as seen from the echo pod at `pod_ip` (502: no answer at all)."""
+    query = urllib.parse.urlencode({"url": url})
+    try:
+        with urllib.request.urlopen(f"http://{pod_ip}:8080/fetch?{query}", timeout=30) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def _component_ip(api, name: str, component: str) -> str:
+    pods = k8s.CoreV1Api(api).list_namespaced_pod(
+        NS, label_selector=f"kosmos.io/virtualcluster={name},app.kubernetes.io/component={component}").items
+    return next(p.status.pod_ip for p in pods if p.status.pod_ip)
+
+
+def test_network_policies_let_only_its_api_server_reach_a_tenants_etcd(operator, host_cluster):
+    """Enforced by the host's pod network (Cilium): a host pod in the same namespace, and the sandbox host
+    itself, reach the tenant API server's port but not its etcd, which answers only its own API server."""
+    _sb, api = host_cluster
+    alpha = get_vc(api, NS, "alpha") or wait_ready(api, NS, "alpha")
+    assert condition(alpha, "Ready").get("status") == "True"  # its API server does reach etcd
+    etcd, apiserver = _component_ip(api, "alpha", "etcd"), _component_ip(api, "alpha", "apiserver")
+    probe = _probe_pod(api, "policy-probe")
+    try:
+        # A TLS port asked for plain HTTP answers 400: the connection itself went through.
+        status, answer = _fetch_from(probe, f"http://{apiserver}:6443/")
+        assert status == 400 and "HTTPS server" in answer, (status, answer)
+        status, answer = _fetch_from(probe, f"http://{etcd}:2379/")
+        assert status == 502 and "Timeout" in answer, (status, answer)
+        with socket.create_connection((apiserver, 6443), timeout=5):
+            pass
+        with pytest.raises(TimeoutError), socket.create_connection((etcd, 2379), timeout=5):
+            pass
+    finally:
+        k8s.CoreV1Api(api).delete_namespaced_pod("policy-probe", NS, grace_period_seconds=0)
 
 
 def _etcd_volume(api, name):

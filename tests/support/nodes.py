@@ -180,6 +180,10 @@ def tenant_traces(sb, api, node_name: str, tenant_namespace: str | None = None) 
     """What a virtual cluster could have left on a node back in the host: containers of pods the host does not
     know, iptables rules of the tenant's kube-proxy (its Services by name, its pod and Service addresses)."""
     traces = []
+    # With Cilium as the host's own pod network, its devices, rules and files on a returned node are the host's.
+    host_cilium = bool(k8s.AppsV1Api(api).list_namespaced_daemon_set(
+        "kube-system", field_selector="metadata.name=cilium").items)
+    tenant_only = ("cali-",) if host_cilium else ("CILIUM", "cali-")
     labels = on_node(sb, node_name, "for c in $(ctr -n k8s.io containers ls -q); do"
                      " ctr -n k8s.io containers info $c | grep -o '\"io.kubernetes.pod.uid\": \"[^\"]*\"';"
                      " done")
@@ -195,20 +199,20 @@ def tenant_traces(sb, api, node_name: str, tenant_namespace: str | None = None) 
         for word in re.findall(r"\d+\.\d+\.\d+\.\d+", line):
             if any(ipaddress.ip_address(word) in net for net in TENANT_RANGES):
                 traces.append(f"rule into a tenant range: {line}")
-        if "CILIUM" in line or "cali-" in line:
+        if any(mark in line for mark in tenant_only):
             traces.append(f"pod network rule: {line}")
     # The tenant's pod network (Cilium or Calico): its devices, its routes, its pinned maps and programs, its
     # plugins.
     links = on_node(sb, node_name, "ip -o link show")
-    traces += [f"device {name}" for name in re.findall(r"^\d+: ([^:@]+)", links, re.M)
-               if name.startswith(("cilium_", "lxc", "cali", "vxlan.calico"))]
+    devices = ("cali", "vxlan.calico") + (() if host_cilium else ("cilium_", "lxc"))
+    traces += [f"device {name}" for name in re.findall(r"^\d+: ([^:@]+)", links, re.M) if name.startswith(devices)]
     routes = on_node(sb, node_name, "ip route show table all")
     for line in routes.splitlines():
         for word in re.findall(r"\d+\.\d+\.\d+\.\d+", line):
             if any(ipaddress.ip_address(word) in net for net in TENANT_RANGES):
                 traces.append(f"route into a tenant range: {line}")
+    cilium_files = "" if host_cilium else "/sys/fs/bpf/cilium /sys/fs/bpf/tc /var/run/cilium /usr/lib/cni/cilium-cni "
     traces += [f"file {path}" for path in on_node(
-        sb, node_name, "ls -d /sys/fs/bpf/cilium /sys/fs/bpf/tc /var/run/cilium /usr/lib/cni/cilium-cni"
-                       " /var/lib/calico /var/run/calico /usr/lib/cni/calico /usr/lib/cni/calico-ipam 2>/dev/null"
-                       " || true").split()]
+        sb, node_name, f"ls -d {cilium_files}/var/lib/calico /var/run/calico /usr/lib/cni/calico"
+                       " /usr/lib/cni/calico-ipam 2>/dev/null || true").split()]
     return traces

@@ -87,3 +87,43 @@ def test_deletion_removes_only_what_the_virtual_cluster_owns(core, apiserver, tm
             except ApiException as exc:
                 if exc.status != 404:
                     raise
+
+
+def _workload(name, labels=None):
+    selector = {"app": name}
+    return {"apiVersion": "apps/v1", "metadata": {"name": name, "namespace": NS, "labels": labels},
+            "spec": {"replicas": 0, "selector": {"matchLabels": selector}, "template": {
+                "metadata": {"labels": selector},
+                "spec": {"containers": [{"name": "planted", "image": "registry.example/planted:1"}]}}}}
+
+
+@pytest.mark.parametrize("kind, name, labels", [
+    ("Deployment", "vc1-apiserver", None),  # no label of ours: found by name all the same
+    ("StatefulSet", "vc1-etcd", LABELS),
+])
+def test_a_planted_workload_is_refused_by_name_and_left_alone(core, api_client, apiserver, tmp_path, kind, name,
+                                                              labels):
+    apps = kubernetes.client.AppsV1Api(api_client)
+    create, read, delete = {
+        "Deployment": (apps.create_namespaced_deployment, apps.read_namespaced_deployment,
+                       apps.delete_namespaced_deployment),
+        "StatefulSet": (apps.create_namespaced_stateful_set, apps.read_namespaced_stateful_set,
+                        apps.delete_namespaced_stateful_set)}[kind]
+    if kind == "StatefulSet":
+        body = dict(_workload(name, labels), kind=kind)
+        body["spec"]["serviceName"] = name
+    else:
+        body = dict(_workload(name, labels), kind=kind)
+    planted = create(NS, body)
+    try:
+        proc = run_playbook(tmp_path, apiserver, "present")
+        assert proc.returncode != 0
+        assert f"[kubenest:permanent:NotOwned] {kind} {NS}/{name} already exist" in proc.stdout, proc.stdout[-3000:]
+        after = read(name, NS)
+        assert after.metadata.resource_version == planted.metadata.resource_version
+        assert after.spec.template.spec.containers[0].image == "registry.example/planted:1"
+        with pytest.raises(ApiException) as missing:  # nothing was created before the refusal
+            core.read_namespaced_secret("vc1-pki", NS)
+        assert missing.value.status == 404
+    finally:
+        delete(name, NS)
