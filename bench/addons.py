@@ -13,6 +13,7 @@ per node (its kube-system pods: Cilium and CoreDNS).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import statistics
@@ -26,6 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench import phases  # noqa: E402
 from sandbox.machines.config import from_env  # noqa: E402
 from sandbox.operator import write_site_vars  # noqa: E402
 from tests.support.virtualclusters import (  # noqa: E402
@@ -183,8 +185,10 @@ def main() -> int:
     from_cp, from_node, memory, baselines, base_memory = [], [], [], [], []
     to_ready, all_memory, host_all_memory = [], [], []
     with sandbox_operator_paused(), tempfile.TemporaryDirectory() as tmp:
+        runs_dir = Path(tmp) / "runs"
         operator = OperatorProcess(kubeconfig, Path(tmp), "--site-vars", str(write_site_vars(sb.state_dir)),
-                                   "--node-wait-interval", "5", "--progress-interval", "1").start()
+                                   "--node-wait-interval", "5", "--progress-interval", "1",
+                                   "--runs-dir", str(runs_dir)).start()
         try:
             for i in range(RUNS):
                 name = f"addons-{i}"
@@ -195,10 +199,14 @@ def main() -> int:
                     addons=lambda name=name: condition(get_vc(api, NS, name), "AddonsReady").get("status")
                     == "True",
                     ready=lambda name=name: condition(get_vc(api, NS, name), "Ready").get("status") == "True")
-                created = time.monotonic()
+                created, created_at = time.monotonic(), dt.datetime.now(dt.UTC)
                 create_vc(api, NS, name, {"promoteResources": {"nodes": [NODE]}})
                 seen = moments.result()
                 to_ready.append(seen["ready"] - created)
+                if i == 0:  # where the first create with a node went
+                    run = phases.find_run(runs_dir, NS, name)
+                    breakdown = phases.table(run, created_at, created_at + dt.timedelta(seconds=to_ready[-1]))
+                    steps = phases.node_steps(run)
                 from_cp.append(seen["addons"] - seen["control_plane"])
                 from_node.append(seen["addons"] - seen["node"])
                 time.sleep(15)  # the kubelet's summary lags a new pod
@@ -230,6 +238,12 @@ def main() -> int:
           f"| target 35 s | {statistics.median(to_ready) / 35:.2f} |")
     print("baselines: the host's CoreDNS restarted (times) and per replica (CoreDNS memory); the host's own add-ons "
           "per node, median over its nodes (all add-ons)")
+    print("\nwhere the first create with a node went (s), from its run's Ansible events:")
+    for phase, seconds in breakdown:
+        print(f"  {phase:46} {seconds:10.1f}")
+    print("of which node promotion, by step:")
+    for step, seconds in steps:
+        print(f"  {step:46} {seconds:10.1f}")
     return 0
 
 

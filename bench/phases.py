@@ -84,3 +84,22 @@ def table(job_events: Path, created: dt.datetime, ready: dt.datetime) -> list[tu
     rows += [(name, value) for name, value in seconds.items() if value > 0 or name != "other"]
     rows.append(("operator: run end to Ready in status", (ready - last).total_seconds()))
     return rows
+
+
+def node_steps(job_events: Path) -> list[tuple[str, float]]:
+    """Seconds per step of node promotion (the node_promote role's `Step <name>` markers), in order; time
+    between two markers is charged to the first."""
+    events = load_events(job_events)
+    starts = [(_time(e["created"]), e["event_data"].get("role") or "", e["event_data"].get("task") or "")
+              for e in events if e["event"] == "playbook_on_task_start"]
+    ends = [s[0] for s in starts[1:]] + [_time(events[-1]["created"])] if events else []
+    steps: dict[str, float] = {}
+    step = None
+    for (at, role, task), following in zip(starts, ends, strict=True):
+        if role == "node_promote" and task.startswith("Step ") and "{{" not in task:
+            step = task[len("Step "):]
+        elif role not in ("node_promote", ""):
+            step = None
+        if step:
+            steps[step] = steps.get(step, 0.0) + (following - at).total_seconds()
+    return list(steps.items())

@@ -72,3 +72,23 @@ def test_the_table_adds_the_operators_time_around_the_run(tmp_path):
     rows = dict(phases.table(found, created, ready))
     assert rows["operator: event to run start"] == 2 and rows["operator: run end to Ready in status"] == 3
     assert "other" not in rows and sum(rows.values()) == 36
+
+
+def test_node_promotion_time_is_charged_to_its_steps(tmp_path):
+    promote = "roles/node_promote/tasks/promote.yml"
+    run = [
+        event(1, 0, name="playbook_on_start"),
+        event(2, 1, role="node_promote", path=promote + ":1", task="Step Drain"),
+        event(3, 2, role="node_promote", path=promote + ":5", task="Cordon and drain the host node"),
+        event(4, 6, role="node_promote", path=promote + ":9", task="Step Reset"),
+        event(5, 7, role="node_promote", path=promote + ":12", task="Wipe the host cluster from the node"),
+        event(6, 10, task="Report"),  # play level: still the step before it
+        event(7, 11, role="cilium", path="roles/cilium/tasks/wait.yml:2", task="Wait until the agent is ready"),
+        event(8, 20, role="node_promote", path=promote + ":30", task="Step Ready"),
+        event(9, 23, name="playbook_on_stats"),
+    ]
+    runs = tmp_path / "job_events"
+    runs.mkdir()
+    for e in run:
+        (runs / f"{e['counter']}.json").write_text(json.dumps(e))
+    assert phases.node_steps(runs) == [("Drain", 5.0), ("Reset", 5.0), ("Ready", 3.0)]
