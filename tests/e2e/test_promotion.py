@@ -666,3 +666,77 @@ def test_a_version_without_images_is_refused_naming_the_available_ones(promoting
     assert "v1.35.9" in ready["message"] and f"available: {versions()['KUBERNETES_VERSION']}" in ready["message"]
     assert all(names == [] for names in labelled_objects(api, NS, "old").values())
     delete_vc(api, NS, "old")
+
+
+def _node_connects(sb, node: str, address: str, port: int) -> bool:
+    """Whether root on `node` opens a TCP connection to address:port (what a tenant's admin could try)."""
+    probe = f"import socket; socket.create_connection(({address!r}, {port}), 3).close()"
+    return on_node(sb, node, f"python3 -c \"{probe}\" 2>/dev/null && echo open || echo closed").strip() == "open"
+
+
+def _isolation_chain(sb, node: str) -> list[str]:
+    return [line for line in on_node(sb, node, "iptables -t mangle -S KUBENEST-ISOLATION 2>/dev/null").splitlines()
+            if line.startswith("-A")]
+
+
+def test_tenant_nodes_reach_only_their_own_api_server_on_the_host_and_not_each_other(promoting):
+    """Two virtual clusters with a node each. Root on a tenant node, and a tenant pod, reach that tenant's API
+    server NodePort on the host and nothing else there: not the host's API server, not the other tenant's API
+    server, not the host's kubelets, pods or etcd. The two tenants' nodes do not reach each other, VXLAN
+    included. Back in the host, the nodes are the host's again."""
+    sb, api = promoting
+
+    def two_free():
+        names = [n.name for n in sb.nodes if n.role == "workers" and globalnode_free(api, n.name)
+                 and host_node_ready(api, n.name)]
+        return names if len(names) >= 2 else None
+
+    free = wait_for(two_free, 300, "two free workers")
+    node_a, node_b = free[:2]
+    create_vc(api, NS, "iso-a", {"promoteResources": {"nodes": [node_a]}})
+    create_vc(api, NS, "iso-b", {"promoteResources": {"nodes": [node_b]}})
+    try:
+        vc_a, vc_b = wait_ready(api, NS, "iso-a", timeout=900), wait_ready(api, NS, "iso-b", timeout=900)
+        ip = {n.name: n.ip for n in sb.nodes}
+        cp = next(n.name for n in sb.nodes if n.role == "control_plane")
+        host_worker = next(n.name for n in sb.nodes if n.role == "workers" and n.name not in (node_a, node_b))
+        port_a, port_b = (int(vc["status"]["endpoint"].rsplit(":", 1)[1]) for vc in (vc_a, vc_b))
+        core = k8s.CoreV1Api(api)
+        dns_pod = core.list_namespaced_pod("kube-system", label_selector="k8s-app=kube-dns").items[0].status.pod_ip
+        etcd_a = core.list_namespaced_pod(NS, label_selector="app.kubernetes.io/component=etcd,"
+                                          "kosmos.io/virtualcluster=iso-a").items[0].status.pod_ip
+
+        assert _node_connects(sb, node_a, ip[cp], port_a)  # its own API server, the way its kubelet goes
+        closed = {"the host's API server": (ip[cp], 6443), "the other tenant's API server": (ip[cp], port_b),
+                  "a host kubelet": (ip[host_worker], 10250), "the host's DNS pod": (dns_pod, 53),
+                  "its own etcd": (etcd_a, 2379), "the other tenant's node": (ip[node_b], 10250)}
+        reached = [what for what, (address, port) in closed.items() if _node_connects(sb, node_a, address, port)]
+        assert reached == [], f"root on {node_a} reached {reached}"
+        assert not _node_connects(sb, node_b, ip[node_a], 10250)
+
+        # VXLAN: datagrams from the other tenant's node to this one's tunnel port meet the DROP rule.
+        def drops() -> int:
+            listed = on_node(sb, node_a, "iptables -t mangle -L KUBENEST-ISOLATION -v -n -x")
+            return sum(int(line.split()[0]) for line in listed.splitlines()
+                       if " DROP " in f" {line} " and ip[node_b] in line.split())
+        before = drops()
+        on_node(sb, node_b, "python3 -c \"import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+                f"[s.sendto(b'x' * 64, ('{ip[node_a]}', 8472)) for _ in range(5)]\"")
+        assert drops() >= before + 5
+
+        # A tenant pod leaves its node with the node's address: the same holds for it.
+        tenant_a, _cfg = tenant_client(vc_a, api)
+        _echo(tenant_a, "probe", node_a)
+        _rc, out = _from_pod(tenant_a, "default", "probe", "fetch", f"http://{ip[cp]}:{port_a}/")
+        assert "HTTPS server" in out, out  # TLS asked for plain HTTP: its own API server answered
+        for port in (6443, port_b):
+            rc, out = _from_pod(tenant_a, "default", "probe", "fetch", f"http://{ip[cp]}:{port}/")
+            assert rc == 1 and "Timeout" in out, (port, out)
+    finally:
+        delete_vc(api, NS, "iso-a", timeout=600)
+        delete_vc(api, NS, "iso-b", timeout=600)
+    for name in (node_a, node_b):
+        assert_back_in_host_clean(sb, api, name)
+        assert _node_connects(sb, name, ip[cp], 6443)  # the host's again
+    for name in (cp, host_worker, node_a, node_b):
+        assert not [rule for rule in _isolation_chain(sb, name) if ip[node_a] in rule or ip[node_b] in rule], name

@@ -28,8 +28,8 @@ from tests.support.virtualclusters import (
 
 NS = "kubenest-e2e-faults"
 NODE = "kn-w3"
-PROMOTE_STEPS = ["Drain", "Stash", "Reset", "RemoveHostNode", "Token", "NodeFiles", "Images", "Kubelet", "Register",
-                 "PodNetwork", "Ready", "Occupied"]
+PROMOTE_STEPS = ["Drain", "Stash", "Reset", "RemoveHostNode", "Isolate", "Token", "NodeFiles", "Images", "Kubelet",
+                 "Register", "PodNetwork", "Ready", "Occupied"]
 RETURN_STEPS = ["Returning", "TenantDrain", "HostRejoin", "HostWipe", "HostRestore", "HostKubelet", "HostReady",
                 "AgentIdentity", "HostRelease"]
 IN_CI: set[str] = set()  # CI fails one promotion and one return through the operator (test_promotion.py)

@@ -1,0 +1,69 @@
+# Copyright: (c) kosmos.kubenest contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: node_isolation
+short_description: Every node's part of keeping tenant nodes apart, from the host cluster's objects
+version_added: 1.4.0
+description:
+  - A node is on a virtual cluster's side while its GlobalNode names that virtual cluster and the host has no
+    Node of that name; every other node the host knows of is on the host's side.
+  - Nodes on the host's side let each tenant's nodes reach only the NodePorts of that tenant's API server
+    Service (API and Konnectivity) and drop everything else from tenant nodes; a tenant's node drops what
+    comes from other tenants' nodes. The result is the arguments of M(kosmos.kubenest.node_firewall) per node.
+author:
+  - kosmos.kubenest maintainers (@kosmos-kubenest)
+options:
+  _input:
+    description: The host cluster's Node objects.
+    type: list
+    elements: dict
+    required: true
+  global_nodes:
+    description: The GlobalNode objects.
+    type: list
+    elements: dict
+    required: true
+  services:
+    description: Services of the hosted API servers (C(<name>-apiserver), type NodePort); others are ignored.
+    type: list
+    elements: dict
+    required: true
+  host_side:
+    description: Names of nodes counted on the host's side even without a host Node (being put back).
+    type: list
+    elements: str
+    default: []
+"""
+
+EXAMPLES = r"""
+- name: Work out every node's filter
+  ansible.builtin.set_fact:
+    isolation: >-
+      {{ host_nodes.resources | kosmos.kubenest.node_isolation(global_nodes.resources, services.resources) }}
+"""
+
+RETURN = r"""
+_value:
+  description: Node name -> C(address), C(side) (C(host) or the virtual cluster's C(namespace/name)), C(allow),
+    C(deny).
+  type: dict
+"""
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.node_isolation import plan
+
+
+def node_isolation(host_nodes, global_nodes, services, host_side=()):
+    try:
+        return plan(host_nodes or [], global_nodes or [], services or [], host_side or [])
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise AnsibleFilterError("node_isolation: %s" % exc) from None
+
+
+class FilterModule:
+    def filters(self):
+        return {"node_isolation": node_isolation}

@@ -1,0 +1,86 @@
+# Copyright: (c) kosmos.kubenest contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Who may reach whom on the node network, from the host cluster's own objects.
+
+A tenant's admin can get root on its nodes, so the host keeps them off everything it runs on its own nodes
+(its API server, kubelets, etcd, pods, the VXLAN port of its pod network) but for the NodePorts of that
+tenant's own API server, and every tenant node keeps other tenants' nodes off itself. Each node holds its part
+of this in one chain (the node_firewall module); this module works out every node's part.
+
+A node is on a tenant's side while its GlobalNode names that virtual cluster and the host has no Node of that
+name: from the moment its host Node is deleted during promotion until its kubelet registers in the host again
+after return. `host_side` names nodes to count as the host's anyway: a node the running playbook has wiped
+and is putting back, whose kubelet must reach the host's API server before it can register.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+OWNED_STATES = ("reserved", "occupied", "returning", "held")
+APISERVER_SUFFIX = "-apiserver"
+TENANT_PORTS = ("https", "konnectivity")
+
+
+def _internal_ip(node: Mapping[str, Any]) -> str | None:
+    for address in (node.get("status") or {}).get("addresses") or []:
+        if address.get("type") == "InternalIP" and address.get("address"):
+            return str(address["address"])
+    return None
+
+
+def tenant_ports(services: Iterable[Mapping[str, Any]]) -> dict[str, list[int]]:
+    """namespace/name of each virtual cluster -> the NodePorts its nodes dial (API server, Konnectivity)."""
+    ports: dict[str, list[int]] = {}
+    for service in services:
+        meta, spec = service.get("metadata") or {}, service.get("spec") or {}
+        name = str(meta.get("name") or "")
+        if spec.get("type") != "NodePort" or not name.endswith(APISERVER_SUFFIX):
+            continue
+        found = sorted({int(p["nodePort"]) for p in spec.get("ports") or []
+                        if p.get("name") in TENANT_PORTS and p.get("nodePort")})
+        if found:
+            ports["%s/%s" % (meta.get("namespace"), name[: -len(APISERVER_SUFFIX)])] = found
+    return ports
+
+
+def plan(host_nodes: Iterable[Mapping[str, Any]], global_nodes: Iterable[Mapping[str, Any]],
+         services: Iterable[Mapping[str, Any]], host_side: Iterable[str] = ()) -> dict[str, dict[str, Any]]:
+    """Node name -> {address, side ('host' or namespace/name of its virtual cluster), allow, deny}: the
+    node_firewall arguments of every node the host knows of, in name order."""
+    in_host = {}
+    for node in host_nodes:
+        name, address = (node.get("metadata") or {}).get("name"), _internal_ip(node)
+        if name and address:
+            in_host[str(name)] = address
+    host_side = set(host_side)
+    tenants: dict[str, dict[str, str]] = {}  # virtual cluster -> node name -> address
+    returning: dict[str, str] = {}
+    for gnode in global_nodes:
+        name = str((gnode.get("metadata") or {}).get("name") or "")
+        status, address = gnode.get("status") or {}, (gnode.get("spec") or {}).get("nodeIP")
+        owner = status.get("virtualCluster")
+        if not name or not address or name in in_host:
+            continue
+        if name in host_side:
+            returning[name] = str(address)
+        elif owner and status.get("state") in OWNED_STATES:
+            tenants.setdefault(str(owner), {})[name] = str(address)
+    ports = tenant_ports(services)
+    tenant_addresses = sorted({a for members in tenants.values() for a in members.values()})
+    host_filter = {
+        "allow": [{"sources": sorted(members.values()), "tcp_ports": ports[owner]}
+                  for owner, members in sorted(tenants.items()) if owner in ports],
+        "deny": tenant_addresses,
+    }
+    result: dict[str, dict[str, Any]] = {}
+    for name, address in list(in_host.items()) + list(returning.items()):
+        result[name] = {"address": address, "side": "host", **host_filter}
+    for owner, members in tenants.items():
+        others = [a for a in tenant_addresses if a not in members.values()]
+        for name, address in members.items():
+            result[name] = {"address": address, "side": owner, "allow": [], "deny": others}
+    return dict(sorted(result.items()))

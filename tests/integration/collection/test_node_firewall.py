@@ -1,0 +1,169 @@
+"""node_firewall on real iptables and real traffic: a "node" network namespace with two "tenant nodes" wired to it.
+
+The first tenant node may reach one port, which a DNAT rule (as kube-proxy makes for a NodePort) sends to a
+listener on another port: the chain judges the packet before NAT. Everything else from both is dropped, while
+connections the node opens itself still get their answers.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+from ansible_collections.kosmos.kubenest.plugins.modules import node_firewall
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("iptables") is None,
+                                reason="needs root and iptables")
+CHAIN = "KUBENEST-ISOLATION"
+NODE_PORT, LISTENER, OTHER = 31001, 8080, 31002
+LISTEN = """
+import socket, sys
+servers = []
+for port in map(int, sys.argv[1:]):
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", port))
+    s.listen(16); s.setblocking(False); servers.append(s)
+import selectors
+sel = selectors.DefaultSelector()
+for s in servers:
+    sel.register(s, selectors.EVENT_READ)
+while True:
+    for key, _ in sel.select():
+        conn, _ = key.fileobj.accept(); conn.close()
+"""
+
+
+class Done(Exception):
+    def __init__(self, result):
+        super().__init__(result)
+        self.result = result
+
+
+class NamespacedModule:
+    """The module's interface, running its commands for real inside the namespace."""
+
+    def __init__(self, netns, check_mode=False, **params):
+        self.netns, self.check_mode = netns, check_mode
+        self.params = {"state": "present", "chain": CHAIN, "allow": [], "deny": [], **params}
+
+    def get_bin_path(self, name, required=False):
+        return shutil.which(name)
+
+    def run_command(self, argv, data=None):
+        proc = subprocess.run(["ip", "netns", "exec", self.netns, *argv], input=data, capture_output=True,
+                              text=True, timeout=60, check=False)
+        return proc.returncode, proc.stdout, proc.stderr
+
+    def exit_json(self, **result):
+        raise Done(result)
+
+    def fail_json(self, **result):
+        raise AssertionError(result)
+
+
+def _module(netns, **kwargs):
+    try:
+        node_firewall.run(NamespacedModule(netns, **kwargs))
+    except Done as done:
+        return done.result
+    raise AssertionError("the module did not exit")
+
+
+def _ns(netns, *argv, check=True):
+    return subprocess.run(["ip", "netns", "exec", netns, *argv], capture_output=True, text=True, timeout=60,
+                          check=check)
+
+
+def _connects(netns, address, port) -> bool:
+    probe = f"import socket; socket.create_connection(({address!r}, {port}), 1).close()"
+    return _ns(netns, sys.executable, "-c", probe, check=False).returncode == 0
+
+
+@pytest.fixture
+def wired():
+    """node <-veth-> tenant1 (10.77.1.0/24), node <-veth-> tenant2 (10.77.2.0/24); listeners on all three."""
+    tag = uuid.uuid4().hex[:6]
+    names = {"node": f"knfw-n-{tag}", "t1": f"knfw-a-{tag}", "t2": f"knfw-b-{tag}"}
+    listeners = []
+    try:
+        for name in names.values():
+            subprocess.run(["ip", "netns", "add", name], check=True)
+            _ns(name, "ip", "link", "set", "lo", "up")
+        for i, tenant in ((1, "t1"), (2, "t2")):
+            here, there = f"kfw{i}n{tag}", f"kfw{i}t{tag}"
+            subprocess.run(["ip", "link", "add", here, "netns", names["node"], "type", "veth", "peer", "name", there,
+                            "netns", names[tenant]], check=True)
+            _ns(names["node"], "ip", "addr", "add", f"10.77.{i}.1/24", "dev", here)
+            _ns(names["node"], "ip", "link", "set", here, "up")
+            _ns(names[tenant], "ip", "addr", "add", f"10.77.{i}.2/24", "dev", there)
+            _ns(names[tenant], "ip", "link", "set", there, "up")
+        # A NodePort the kube-proxy way: the port tenants dial is sent on to the listener before routing.
+        _ns(names["node"], "iptables", "-t", "nat", "-A", "PREROUTING", "-p", "tcp", "--dport", str(NODE_PORT),
+            "-j", "REDIRECT", "--to-ports", str(LISTENER))
+        for name, ports in ((names["node"], [LISTENER, OTHER]), (names["t1"], [9000]), (names["t2"], [9000])):
+            listeners.append(subprocess.Popen(["ip", "netns", "exec", name, sys.executable, "-c", LISTEN,
+                                               *map(str, ports)]))
+        assert all(_wait_listening(names[n], p) for n, p in (("node", LISTENER), ("t1", 9000), ("t2", 9000)))
+        yield names
+    finally:
+        for proc in listeners:
+            proc.kill()
+            proc.wait(10)
+        for name in names.values():
+            subprocess.run(["ip", "netns", "delete", name], check=False)
+
+
+def _wait_listening(netns, port) -> bool:
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        if _connects(netns, "127.0.0.1", port):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_the_chain_lets_a_tenant_node_reach_only_its_port_and_keeps_the_rest_out(wired):
+    node, t1, t2 = wired["node"], wired["t1"], wired["t2"]
+    assert _connects(t1, "10.77.1.1", NODE_PORT) and _connects(t2, "10.77.2.1", OTHER)  # open before
+
+    allow = [{"sources": ["10.77.1.2"], "tcp_ports": [NODE_PORT]}]
+    deny = ["10.77.1.2", "10.77.2.2"]
+    planned = _module(node, check_mode=True, allow=allow, deny=deny)
+    assert planned["changed"] and _ns(node, "iptables", "-t", "mangle", "-S", CHAIN, check=False).returncode != 0
+
+    applied = _module(node, allow=allow, deny=deny)
+    assert applied["changed"]
+    listed = _ns(node, "iptables", "-t", "mangle", "-S", CHAIN).stdout.splitlines()
+    assert [line for line in listed if line.startswith("-A")] == applied["rules"]
+    prerouting = _ns(node, "iptables", "-t", "mangle", "-S", "PREROUTING").stdout.splitlines()
+    assert prerouting[1] == f"-A PREROUTING -j {CHAIN}"  # first, before anything else judges the packet
+
+    assert _connects(t1, "10.77.1.1", NODE_PORT)  # judged on the port it dialled, before the DNAT
+    assert not _connects(t1, "10.77.1.1", OTHER)
+    assert not _connects(t1, "10.77.1.1", LISTENER)
+    assert not _connects(t2, "10.77.2.1", NODE_PORT)
+    assert not _connects(t2, "10.77.2.1", OTHER)
+    assert _connects(node, "10.77.1.2", 9000) and _connects(node, "10.77.2.2", 9000)  # answers come back
+
+    assert _module(node, allow=allow, deny=deny)["changed"] is False  # idempotent
+    narrowed = _module(node, allow=[], deny=["10.77.2.2"])  # the first tenant node went back to the host
+    assert narrowed["changed"] and _connects(t1, "10.77.1.1", OTHER) and not _connects(t2, "10.77.2.1", OTHER)
+
+    assert _module(node, state="absent")["changed"]
+    assert _connects(t2, "10.77.2.1", OTHER)
+    assert f"-j {CHAIN}" not in _ns(node, "iptables", "-t", "mangle", "-S").stdout
+    assert _module(node, state="absent")["changed"] is False
+
+
+def test_a_chain_emptied_behind_its_back_is_filled_again(wired):
+    node, t2 = wired["node"], wired["t2"]
+    _module(node, deny=["10.77.2.2"])
+    _ns(node, "iptables", "-t", "mangle", "-F", CHAIN)
+    _ns(node, "iptables", "-t", "mangle", "-D", "PREROUTING", "-j", CHAIN)
+    assert _connects(t2, "10.77.2.1", OTHER)
+    assert _module(node, deny=["10.77.2.2"])["changed"]
+    assert not _connects(t2, "10.77.2.1", OTHER)

@@ -1,0 +1,112 @@
+"""Who may reach whom on the node network: every node's filter, worked out from the host's objects."""
+
+from __future__ import annotations
+
+import pytest
+from ansible_collections.kosmos.kubenest.plugins.modules.node_firewall import (
+    InvalidRule,
+    chain_rules,
+    restore_script,
+)
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.node_isolation import plan, tenant_ports
+
+CP, W1, W2, W3 = "198.18.0.10", "198.18.0.11", "198.18.0.12", "198.18.0.13"
+
+
+def _node(name, ip):
+    return {"metadata": {"name": name}, "status": {"addresses": [{"type": "Hostname", "address": name},
+                                                                 {"type": "InternalIP", "address": ip}]}}
+
+
+def _gnode(name, ip, state="free", owner=None):
+    status = {"state": state, **({"virtualCluster": owner} if owner else {})}
+    return {"metadata": {"name": name}, "spec": {"nodeIP": ip}, "status": status}
+
+
+def _service(namespace, vc, api, konnectivity=None, type_="NodePort"):
+    ports = [{"name": "https", "port": 6443, "nodePort": api}]
+    if konnectivity:
+        ports.append({"name": "konnectivity", "port": 8132, "nodePort": konnectivity})
+    return {"metadata": {"name": f"{vc}-apiserver", "namespace": namespace}, "spec": {"type": type_, "ports": ports}}
+
+
+SERVICES = [_service("t", "a", 31001, 31002), _service("t", "b", 31003, 31004)]
+
+
+def test_host_nodes_let_each_tenant_reach_only_its_own_api_server_and_tenants_drop_each_other():
+    result = plan([_node("kn-cp1", CP), _node("kn-w3", W3)],
+                  [_gnode("kn-w1", W1, "occupied", "t/a"), _gnode("kn-w2", W2, "occupied", "t/b"),
+                   _gnode("kn-w3", W3)], SERVICES)
+    assert list(result) == ["kn-cp1", "kn-w1", "kn-w2", "kn-w3"]
+    host = {"allow": [{"sources": [W1], "tcp_ports": [31001, 31002]}, {"sources": [W2], "tcp_ports": [31003, 31004]}],
+            "deny": [W1, W2]}
+    assert result["kn-cp1"] == {"address": CP, "side": "host", **host}
+    assert result["kn-w3"] == {"address": W3, "side": "host", **host}
+    assert result["kn-w1"] == {"address": W1, "side": "t/a", "allow": [], "deny": [W2]}
+    assert result["kn-w2"] == {"address": W2, "side": "t/b", "allow": [], "deny": [W1]}
+
+
+def test_nodes_of_one_tenant_reach_each_other():
+    result = plan([_node("kn-cp1", CP)], [_gnode("kn-w1", W1, "occupied", "t/a"),
+                                          _gnode("kn-w2", W2, "returning", "t/a")], SERVICES)
+    assert result["kn-w1"]["deny"] == [] and result["kn-w2"]["deny"] == []
+    assert result["kn-cp1"]["allow"] == [{"sources": [W1, W2], "tcp_ports": [31001, 31002]}]
+
+
+def test_a_reserved_node_is_the_hosts_until_its_host_node_is_gone():
+    still_in_host = plan([_node("kn-cp1", CP), _node("kn-w1", W1)], [_gnode("kn-w1", W1, "reserved", "t/a")],
+                         SERVICES)
+    assert still_in_host["kn-w1"]["side"] == "host" and still_in_host["kn-cp1"]["deny"] == []
+    left = plan([_node("kn-cp1", CP)], [_gnode("kn-w1", W1, "reserved", "t/a")], SERVICES)
+    assert left["kn-w1"]["side"] == "t/a" and left["kn-cp1"]["deny"] == [W1]
+
+
+def test_a_node_being_put_back_counts_as_the_hosts_before_it_registers():
+    result = plan([_node("kn-cp1", CP)], [_gnode("kn-w1", W1, "returning", "t/a"),
+                                          _gnode("kn-w2", W2, "occupied", "t/b")], SERVICES, host_side=["kn-w1"])
+    assert result["kn-w1"]["side"] == "host" and result["kn-w1"]["deny"] == [W2]
+    assert result["kn-cp1"]["deny"] == [W2]
+
+
+def test_a_tenant_without_an_api_server_service_gets_no_port_and_free_nodes_no_rule():
+    result = plan([_node("kn-cp1", CP)], [_gnode("kn-w1", W1, "occupied", "t/gone"), _gnode("kn-w2", W2, "free")],
+                  SERVICES)
+    assert result["kn-cp1"]["allow"] == [] and result["kn-cp1"]["deny"] == [W1]
+    assert "kn-w2" not in result  # neither in the host nor a tenant's: nothing to filter there
+
+
+def test_only_nodeports_of_hosted_api_servers_count():
+    ports = tenant_ports([_service("t", "a", 31001), _service("t", "c", 31005, type_="ClusterIP"),
+                          {"metadata": {"name": "web", "namespace": "t"},
+                           "spec": {"type": "NodePort", "ports": [{"name": "https", "nodePort": 32000}]}}])
+    assert ports == {"t/a": [31001]}
+
+
+def test_rules_read_as_iptables_prints_them():
+    rules = chain_rules("KUBENEST-ISOLATION", [{"sources": [W1, "198.18.1.0/24"], "tcp_ports": [31001, 31002]}],
+                        [W1, W2, W1])
+    assert rules == [
+        "-A KUBENEST-ISOLATION -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN",
+        f"-A KUBENEST-ISOLATION -s {W1}/32 -p tcp -m multiport --dports 31001,31002 -j RETURN",
+        "-A KUBENEST-ISOLATION -s 198.18.1.0/24 -p tcp -m multiport --dports 31001,31002 -j RETURN",
+        f"-A KUBENEST-ISOLATION -s {W1}/32 -j DROP",
+        f"-A KUBENEST-ISOLATION -s {W2}/32 -j DROP",
+    ]
+    script = restore_script("KUBENEST-ISOLATION", rules, add_jump=True)
+    assert script.startswith("*mangle\n:KUBENEST-ISOLATION - [0:0]\n")
+    assert script.endswith("-I PREROUTING 1 -j KUBENEST-ISOLATION\nCOMMIT\n")
+
+
+@pytest.mark.parametrize(("chain", "allow", "deny", "message"), [
+    ("KUBENEST-ISOLATION", [], ["198.18.0.1; rm -rf /"], "not an IP address"),
+    ("KUBENEST-ISOLATION", [], ["fd00::1"], "only IPv4"),
+    ("KUBENEST-ISOLATION", [], ["198.18.0.1/24"], "not an IP address"),  # host bits set
+    ("KUBENEST-ISOLATION", [{"sources": [W1], "tcp_ports": [0]}], [], "not a TCP port"),
+    ("KUBENEST-ISOLATION", [{"sources": [W1], "tcp_ports": [True]}], [], "not a TCP port"),
+    ("KUBENEST-ISOLATION", [{"sources": [W1], "tcp_ports": list(range(1000, 1016))}], [], "1 to 15 ports"),
+    ("PREROUTING", [], [], "not a chain name of ours"),
+    ("KUBENEST-X -j ACCEPT", [], [], "not a chain name of ours"),
+])
+def test_bad_rules_are_refused_by_name(chain, allow, deny, message):
+    with pytest.raises(InvalidRule, match=message):
+        chain_rules(chain, allow, deny)
