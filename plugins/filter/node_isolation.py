@@ -12,7 +12,8 @@ description:
   - A node is on a virtual cluster's side while its GlobalNode names that virtual cluster and the host has no
     Node of that name; every other node the host knows of is on the host's side.
   - Nodes on the host's side let each tenant's nodes reach only the NodePorts of that tenant's API server
-    Service (API and Konnectivity) and drop everything else from tenant nodes; a tenant's node drops what
+    Service (API and Konnectivity, recorded on its GlobalNodes as C(kosmos.io/tenant-api-ports)) and drop
+    everything else from tenant nodes; a tenant's node drops what
     comes from other tenants' nodes. The result is the arguments of M(kosmos.kubenest.node_firewall) per node.
 author:
   - kosmos.kubenest maintainers (@kosmos-kubenest)
@@ -27,11 +28,6 @@ options:
     type: list
     elements: dict
     required: true
-  services:
-    description: Services of the hosted API servers (C(<name>-apiserver), type NodePort); others are ignored.
-    type: list
-    elements: dict
-    required: true
   host_side:
     description: Names of nodes counted on the host's side even without a host Node (being put back).
     type: list
@@ -43,7 +39,7 @@ EXAMPLES = r"""
 - name: Work out every node's filter
   ansible.builtin.set_fact:
     isolation: >-
-      {{ host_nodes.resources | kosmos.kubenest.node_isolation(global_nodes.resources, services.resources) }}
+      {{ host_nodes.resources | kosmos.kubenest.node_isolation(global_nodes.resources) }}
 """
 
 RETURN = r"""
@@ -57,9 +53,9 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.node_isolation import plan
 
 
-def node_isolation(host_nodes, global_nodes, services, host_side=()):
+def node_isolation(host_nodes, global_nodes, host_side=()):
     try:
-        return plan(host_nodes or [], global_nodes or [], services or [], host_side or [])
+        return plan(host_nodes or [], global_nodes or [], host_side or [])
     except (TypeError, ValueError, AttributeError) as exc:
         raise AnsibleFilterError("node_isolation: %s" % exc) from None
 

@@ -6,8 +6,9 @@
 
 A tenant's admin can get root on its nodes, so the host keeps them off everything it runs on its own nodes
 (its API server, kubelets, etcd, pods, the VXLAN port of its pod network) but for the NodePorts of that
-tenant's own API server, and every tenant node keeps other tenants' nodes off itself. Each node holds its part
-of this in one chain (the node_firewall module); this module works out every node's part.
+tenant's own API server (recorded on the GlobalNodes), and every tenant node keeps other tenants' nodes off
+itself. Each node holds its part of this in one chain (the node_firewall module); this module works out every
+node's part.
 
 A node is on a tenant's side while its GlobalNode names that virtual cluster and the host has no Node of that
 name: from the moment its host Node is deleted during promotion until its kubelet registers in the host again
@@ -21,8 +22,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 OWNED_STATES = ("reserved", "occupied", "returning", "held")
-APISERVER_SUFFIX = "-apiserver"
-TENANT_PORTS = ("https", "konnectivity")
+# Set on a GlobalNode when its node leaves the host (step Isolate): the NodePorts of its virtual cluster's API
+# server (API, Konnectivity). Kept on the cluster-scoped GlobalNode, so a run for one virtual cluster knows every
+# other tenant's ports without reading other namespaces.
+PORTS_ANNOTATION = "kosmos.io/tenant-api-ports"
+MAX_PORTS = 15  # node_firewall's limit per entry; more than that is not ours and counts as none
 
 
 def _internal_ip(node: Mapping[str, Any]) -> str | None:
@@ -32,23 +36,18 @@ def _internal_ip(node: Mapping[str, Any]) -> str | None:
     return None
 
 
-def tenant_ports(services: Iterable[Mapping[str, Any]]) -> dict[str, list[int]]:
-    """namespace/name of each virtual cluster -> the NodePorts its nodes dial (API server, Konnectivity)."""
-    ports: dict[str, list[int]] = {}
-    for service in services:
-        meta, spec = service.get("metadata") or {}, service.get("spec") or {}
-        name = str(meta.get("name") or "")
-        if spec.get("type") != "NodePort" or not name.endswith(APISERVER_SUFFIX):
-            continue
-        found = sorted({int(p["nodePort"]) for p in spec.get("ports") or []
-                        if p.get("name") in TENANT_PORTS and p.get("nodePort")})
-        if found:
-            ports["%s/%s" % (meta.get("namespace"), name[: -len(APISERVER_SUFFIX)])] = found
-    return ports
+def recorded_ports(global_node: Mapping[str, Any]) -> list[int]:
+    """The ports recorded on a GlobalNode; anything that is not a port list counts as none (fail closed)."""
+    value = ((global_node.get("metadata") or {}).get("annotations") or {}).get(PORTS_ANNOTATION) or ""
+    try:
+        ports = sorted({int(part) for part in str(value).split(",") if part.strip()})
+    except ValueError:
+        return []
+    return ports if all(0 < port < 65536 for port in ports) else []
 
 
 def plan(host_nodes: Iterable[Mapping[str, Any]], global_nodes: Iterable[Mapping[str, Any]],
-         services: Iterable[Mapping[str, Any]], host_side: Iterable[str] = ()) -> dict[str, dict[str, Any]]:
+         host_side: Iterable[str] = ()) -> dict[str, dict[str, Any]]:
     """Node name -> {address, side ('host' or namespace/name of its virtual cluster), allow, deny}: the
     node_firewall arguments of every node the host knows of, in name order."""
     in_host = {}
@@ -59,6 +58,7 @@ def plan(host_nodes: Iterable[Mapping[str, Any]], global_nodes: Iterable[Mapping
     host_side = set(host_side)
     tenants: dict[str, dict[str, str]] = {}  # virtual cluster -> node name -> address
     returning: dict[str, str] = {}
+    ports: dict[str, set[int]] = {}
     for gnode in global_nodes:
         name = str((gnode.get("metadata") or {}).get("name") or "")
         status, address = gnode.get("status") or {}, (gnode.get("spec") or {}).get("nodeIP")
@@ -69,11 +69,12 @@ def plan(host_nodes: Iterable[Mapping[str, Any]], global_nodes: Iterable[Mapping
             returning[name] = str(address)
         elif owner and status.get("state") in OWNED_STATES:
             tenants.setdefault(str(owner), {})[name] = str(address)
-    ports = tenant_ports(services)
+            ports.setdefault(str(owner), set()).update(recorded_ports(gnode))
     tenant_addresses = sorted({a for members in tenants.values() for a in members.values()})
     host_filter = {
-        "allow": [{"sources": sorted(members.values()), "tcp_ports": ports[owner]}
-                  for owner, members in sorted(tenants.items()) if owner in ports],
+        "allow": [{"sources": sorted(members.values()), "tcp_ports": sorted(ports[owner])}
+                  for owner, members in sorted(tenants.items())
+                  if 0 < len(ports.get(owner, ())) <= MAX_PORTS],
         "deny": tenant_addresses,
     }
     result: dict[str, dict[str, Any]] = {}

@@ -8,7 +8,7 @@ from ansible_collections.kosmos.kubenest.plugins.modules.node_firewall import (
     chain_rules,
     restore_script,
 )
-from ansible_collections.kosmos.kubenest.plugins.plugin_utils.node_isolation import plan, tenant_ports
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.node_isolation import plan, recorded_ports
 
 CP, W1, W2, W3 = "198.18.0.10", "198.18.0.11", "198.18.0.12", "198.18.0.13"
 
@@ -18,25 +18,20 @@ def _node(name, ip):
                                                                  {"type": "InternalIP", "address": ip}]}}
 
 
-def _gnode(name, ip, state="free", owner=None):
+PORTS = {"t/a": "31001,31002", "t/b": "31003,31004"}
+
+
+def _gnode(name, ip, state="free", owner=None, ports=None):
     status = {"state": state, **({"virtualCluster": owner} if owner else {})}
-    return {"metadata": {"name": name}, "spec": {"nodeIP": ip}, "status": status}
-
-
-def _service(namespace, vc, api, konnectivity=None, type_="NodePort"):
-    ports = [{"name": "https", "port": 6443, "nodePort": api}]
-    if konnectivity:
-        ports.append({"name": "konnectivity", "port": 8132, "nodePort": konnectivity})
-    return {"metadata": {"name": f"{vc}-apiserver", "namespace": namespace}, "spec": {"type": type_, "ports": ports}}
-
-
-SERVICES = [_service("t", "a", 31001, 31002), _service("t", "b", 31003, 31004)]
+    ports = PORTS.get(owner) if ports is None else ports
+    annotations = {"kosmos.io/tenant-api-ports": ports} if ports else {}
+    return {"metadata": {"name": name, "annotations": annotations}, "spec": {"nodeIP": ip}, "status": status}
 
 
 def test_host_nodes_let_each_tenant_reach_only_its_own_api_server_and_tenants_drop_each_other():
     result = plan([_node("kn-cp1", CP), _node("kn-w3", W3)],
                   [_gnode("kn-w1", W1, "occupied", "t/a"), _gnode("kn-w2", W2, "occupied", "t/b"),
-                   _gnode("kn-w3", W3)], SERVICES)
+                   _gnode("kn-w3", W3)])
     assert list(result) == ["kn-cp1", "kn-w1", "kn-w2", "kn-w3"]
     host = {"allow": [{"sources": [W1], "tcp_ports": [31001, 31002]}, {"sources": [W2], "tcp_ports": [31003, 31004]}],
             "deny": [W1, W2]}
@@ -48,38 +43,43 @@ def test_host_nodes_let_each_tenant_reach_only_its_own_api_server_and_tenants_dr
 
 def test_nodes_of_one_tenant_reach_each_other():
     result = plan([_node("kn-cp1", CP)], [_gnode("kn-w1", W1, "occupied", "t/a"),
-                                          _gnode("kn-w2", W2, "returning", "t/a")], SERVICES)
+                                          _gnode("kn-w2", W2, "returning", "t/a")])
     assert result["kn-w1"]["deny"] == [] and result["kn-w2"]["deny"] == []
     assert result["kn-cp1"]["allow"] == [{"sources": [W1, W2], "tcp_ports": [31001, 31002]}]
 
 
 def test_a_reserved_node_is_the_hosts_until_its_host_node_is_gone():
-    still_in_host = plan([_node("kn-cp1", CP), _node("kn-w1", W1)], [_gnode("kn-w1", W1, "reserved", "t/a")],
-                         SERVICES)
+    still_in_host = plan([_node("kn-cp1", CP), _node("kn-w1", W1)], [_gnode("kn-w1", W1, "reserved", "t/a")])
     assert still_in_host["kn-w1"]["side"] == "host" and still_in_host["kn-cp1"]["deny"] == []
-    left = plan([_node("kn-cp1", CP)], [_gnode("kn-w1", W1, "reserved", "t/a")], SERVICES)
+    left = plan([_node("kn-cp1", CP)], [_gnode("kn-w1", W1, "reserved", "t/a")])
     assert left["kn-w1"]["side"] == "t/a" and left["kn-cp1"]["deny"] == [W1]
 
 
 def test_a_node_being_put_back_counts_as_the_hosts_before_it_registers():
     result = plan([_node("kn-cp1", CP)], [_gnode("kn-w1", W1, "returning", "t/a"),
-                                          _gnode("kn-w2", W2, "occupied", "t/b")], SERVICES, host_side=["kn-w1"])
+                                          _gnode("kn-w2", W2, "occupied", "t/b")], host_side=["kn-w1"])
     assert result["kn-w1"]["side"] == "host" and result["kn-w1"]["deny"] == [W2]
     assert result["kn-cp1"]["deny"] == [W2]
 
 
-def test_a_tenant_without_an_api_server_service_gets_no_port_and_free_nodes_no_rule():
-    result = plan([_node("kn-cp1", CP)], [_gnode("kn-w1", W1, "occupied", "t/gone"), _gnode("kn-w2", W2, "free")],
-                  SERVICES)
+def test_a_tenant_without_recorded_ports_gets_none_and_free_nodes_no_rule():
+    result = plan([_node("kn-cp1", CP)], [_gnode("kn-w1", W1, "occupied", "t/c"), _gnode("kn-w2", W2, "free")])
     assert result["kn-cp1"]["allow"] == [] and result["kn-cp1"]["deny"] == [W1]
     assert "kn-w2" not in result  # neither in the host nor a tenant's: nothing to filter there
 
 
-def test_only_nodeports_of_hosted_api_servers_count():
-    ports = tenant_ports([_service("t", "a", 31001), _service("t", "c", 31005, type_="ClusterIP"),
-                          {"metadata": {"name": "web", "namespace": "t"},
-                           "spec": {"type": "NodePort", "ports": [{"name": "https", "nodePort": 32000}]}}])
-    assert ports == {"t/a": [31001]}
+@pytest.mark.parametrize(("value", "ports"), [
+    ("31001,31002", [31001, 31002]), ("31002, 31001,31002", [31001, 31002]), ("", []),
+    ("31001,x", []), ("0", []), ("70000", []), ("31001;rm -rf /", []),
+])
+def test_recorded_ports_are_read_strictly(value, ports):
+    assert recorded_ports({"metadata": {"annotations": {"kosmos.io/tenant-api-ports": value}}}) == ports
+
+
+def test_too_many_recorded_ports_count_as_none():
+    many = ",".join(str(p) for p in range(31000, 31016))
+    result = plan([_node("kn-cp1", CP)], [_gnode("kn-w1", W1, "occupied", "t/a", ports=many)])
+    assert result["kn-cp1"]["allow"] == [] and result["kn-cp1"]["deny"] == [W1]
 
 
 def test_rules_read_as_iptables_prints_them():
