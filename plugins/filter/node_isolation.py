@@ -9,8 +9,9 @@ name: node_isolation
 short_description: Every node's part of keeping tenant nodes apart, from the host cluster's objects
 version_added: 1.4.0
 description:
-  - A node is on a virtual cluster's side while its GlobalNode names that virtual cluster and the host has no
-    Node of that name; every other node the host knows of is on the host's side.
+  - A node is on a virtual cluster's side while its GlobalNode names that virtual cluster and carries the
+    annotation C(kosmos.io/tenant-api-ports), and the host has no Node of that name; every node the host has a
+    Node of is on the host's side.
   - Nodes on the host's side let each tenant's nodes reach only the NodePorts of that tenant's API server
     Service (API and Konnectivity, recorded on its GlobalNodes as C(kosmos.io/tenant-api-ports)) and drop
     everything else from tenant nodes; a tenant's node drops what
@@ -28,11 +29,6 @@ options:
     type: list
     elements: dict
     required: true
-  host_side:
-    description: Names of nodes counted on the host's side even without a host Node (being put back).
-    type: list
-    elements: str
-    default: []
 """
 
 EXAMPLES = r"""
@@ -53,9 +49,9 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.node_isolation import plan
 
 
-def node_isolation(host_nodes, global_nodes, host_side=()):
+def node_isolation(host_nodes, global_nodes):
     try:
-        return plan(host_nodes or [], global_nodes or [], host_side or [])
+        return plan(host_nodes or [], global_nodes or [])
     except (TypeError, ValueError, AttributeError) as exc:
         raise AnsibleFilterError("node_isolation: %s" % exc) from None
 

@@ -10,10 +10,10 @@ tenant's own API server (recorded on the GlobalNodes), and every tenant node kee
 itself. Each node holds its part of this in one chain (the node_firewall module); this module works out every
 node's part.
 
-A node is on a tenant's side while its GlobalNode names that virtual cluster and the host has no Node of that
-name: from the moment its host Node is deleted during promotion until its kubelet registers in the host again
-after return. `host_side` names nodes to count as the host's anyway: a node the running playbook has wiped
-and is putting back, whose kubelet must reach the host's API server before it can register.
+A node is on a tenant's side while its GlobalNode carries the ports annotation and names a virtual cluster,
+and the host has no Node of that name. The annotation is set when the node has left the host, before it joins
+the tenant (step Isolate), and removed once a returning node is wiped, before its kubelet dials the host's API
+server: so every run, of any virtual cluster, sees a node move sides at the same moments.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 OWNED_STATES = ("reserved", "occupied", "returning", "held")
-# Set on a GlobalNode when its node leaves the host (step Isolate): the NodePorts of its virtual cluster's API
-# server (API, Konnectivity). Kept on the cluster-scoped GlobalNode, so a run for one virtual cluster knows every
-# other tenant's ports without reading other namespaces.
+# Set on a GlobalNode while its node is on a tenant's side: the NodePorts of that virtual cluster's API server
+# (API, Konnectivity). Kept on the cluster-scoped GlobalNode, so a run for one virtual cluster knows every other
+# tenant's ports without reading other namespaces.
 PORTS_ANNOTATION = "kosmos.io/tenant-api-ports"
 MAX_PORTS = 15  # node_firewall's limit per entry; more than that is not ours and counts as none
 
@@ -46,8 +46,8 @@ def recorded_ports(global_node: Mapping[str, Any]) -> list[int]:
     return ports if all(0 < port < 65536 for port in ports) else []
 
 
-def plan(host_nodes: Iterable[Mapping[str, Any]], global_nodes: Iterable[Mapping[str, Any]],
-         host_side: Iterable[str] = ()) -> dict[str, dict[str, Any]]:
+def plan(host_nodes: Iterable[Mapping[str, Any]], global_nodes: Iterable[Mapping[str, Any]]
+         ) -> dict[str, dict[str, Any]]:
     """Node name -> {address, side ('host' or namespace/name of its virtual cluster), allow, deny}: the
     node_firewall arguments of every node the host knows of, in name order."""
     in_host = {}
@@ -55,19 +55,16 @@ def plan(host_nodes: Iterable[Mapping[str, Any]], global_nodes: Iterable[Mapping
         name, address = (node.get("metadata") or {}).get("name"), _internal_ip(node)
         if name and address:
             in_host[str(name)] = address
-    host_side = set(host_side)
     tenants: dict[str, dict[str, str]] = {}  # virtual cluster -> node name -> address
-    returning: dict[str, str] = {}
     ports: dict[str, set[int]] = {}
     for gnode in global_nodes:
         name = str((gnode.get("metadata") or {}).get("name") or "")
         status, address = gnode.get("status") or {}, (gnode.get("spec") or {}).get("nodeIP")
         owner = status.get("virtualCluster")
-        if not name or not address or name in in_host:
+        annotations = (gnode.get("metadata") or {}).get("annotations") or {}
+        if not name or not address or name in in_host or PORTS_ANNOTATION not in annotations:
             continue
-        if name in host_side:
-            returning[name] = str(address)
-        elif owner and status.get("state") in OWNED_STATES:
+        if owner and status.get("state") in OWNED_STATES:
             tenants.setdefault(str(owner), {})[name] = str(address)
             ports.setdefault(str(owner), set()).update(recorded_ports(gnode))
     tenant_addresses = sorted({a for members in tenants.values() for a in members.values()})
@@ -78,7 +75,7 @@ def plan(host_nodes: Iterable[Mapping[str, Any]], global_nodes: Iterable[Mapping
         "deny": tenant_addresses,
     }
     result: dict[str, dict[str, Any]] = {}
-    for name, address in list(in_host.items()) + list(returning.items()):
+    for name, address in in_host.items():
         result[name] = {"address": address, "side": "host", **host_filter}
     for owner, members in tenants.items():
         others = [a for a in tenant_addresses if a not in members.values()]

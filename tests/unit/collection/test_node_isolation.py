@@ -55,15 +55,16 @@ def test_a_reserved_node_is_the_hosts_until_its_host_node_is_gone():
     assert left["kn-w1"]["side"] == "t/a" and left["kn-cp1"]["deny"] == [W1]
 
 
-def test_a_node_being_put_back_counts_as_the_hosts_before_it_registers():
-    result = plan([_node("kn-cp1", CP)], [_gnode("kn-w1", W1, "returning", "t/a"),
-                                          _gnode("kn-w2", W2, "occupied", "t/b")], host_side=["kn-w1"])
-    assert result["kn-w1"]["side"] == "host" and result["kn-w1"]["deny"] == [W2]
-    assert result["kn-cp1"]["deny"] == [W2]
+def test_a_wiped_node_without_the_annotation_is_no_tenants_before_it_registers_in_the_host():
+    result = plan([_node("kn-cp1", CP)], [_gnode("kn-w1", W1, "returning", "t/a", ports=""),
+                                          _gnode("kn-w2", W2, "occupied", "t/b")])
+    assert "kn-w1" not in result  # let in everywhere; it gets the host's chain once it is a host Node
+    assert result["kn-cp1"]["deny"] == [W2] and result["kn-w2"]["deny"] == []
 
 
 def test_a_tenant_without_recorded_ports_gets_none_and_free_nodes_no_rule():
-    result = plan([_node("kn-cp1", CP)], [_gnode("kn-w1", W1, "occupied", "t/c"), _gnode("kn-w2", W2, "free")])
+    result = plan([_node("kn-cp1", CP)], [_gnode("kn-w1", W1, "occupied", "t/c", ports="x"),
+                                          _gnode("kn-w2", W2, "free")])
     assert result["kn-cp1"]["allow"] == [] and result["kn-cp1"]["deny"] == [W1]
     assert "kn-w2" not in result  # neither in the host nor a tenant's: nothing to filter there
 
