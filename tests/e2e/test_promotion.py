@@ -727,14 +727,16 @@ def test_tenant_nodes_reach_only_their_own_api_server_on_the_host_and_not_each_o
                 f"[s.sendto(b'x' * 64, ('{ip[node_a]}', 8472)) for _ in range(5)]\"")
         assert drops() >= before + 5
 
-        # A tenant pod leaves its node with the node's address: the same holds for it.
+        # A tenant pod leaves its node with the node's address: the same holds for it (the host's API server, the
+        # other tenant's, a host pod, its own etcd, the other tenant's node).
         tenant_a, _cfg = tenant_client(vc_a, api)
         _echo(tenant_a, "probe", node_a)
         _rc, out = _from_pod(tenant_a, "default", "probe", "fetch", f"http://{ip[cp]}:{port_a}/")
         assert "HTTPS server" in out, out  # TLS asked for plain HTTP: its own API server answered
-        for port in (6443, port_b):
-            rc, out = _from_pod(tenant_a, "default", "probe", "fetch", f"http://{ip[cp]}:{port}/")
-            assert rc == 1 and "Timeout" in out, (port, out)
+        for address, port in ((ip[cp], 6443), (ip[cp], port_b), (dns_pod, 8181), (etcd_a, 2379),
+                              (ip[node_b], 10250)):
+            rc, out = _from_pod(tenant_a, "default", "probe", "fetch", f"http://{address}:{port}/")
+            assert rc == 1 and "Timeout" in out, (address, port, out)
     finally:
         delete_vc(api, NS, "iso-a", timeout=600)
         delete_vc(api, NS, "iso-b", timeout=600)
