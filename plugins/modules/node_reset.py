@@ -181,7 +181,12 @@ class Reset:
             # A task may be gone already; what matters is that the container is deleted at the end.
             self.run([ctr, "-n", namespace, "tasks", "kill", "-a", "-s", "SIGKILL", cid], check_rc=False)
             self.run([ctr, "-n", namespace, "tasks", "delete", "-f", cid], check_rc=False)
-            self.run([ctr, "-n", namespace, "containers", "delete", cid])
+            rc, _out = self.run([ctr, "-n", namespace, "containers", "delete", cid], check_rc=False)
+            if rc != 0:
+                # containerd may remove it meanwhile (a sandbox's containers go with it): gone is what counts.
+                listed, _out = self.run([ctr, "-n", namespace, "containers", "info", cid], check_rc=False)
+                if listed == 0:
+                    self.run([ctr, "-n", namespace, "containers", "delete", cid])
 
     def network(self, bridge, links=()):
         ip = self.module.get_bin_path("ip", required=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from ansible_collections.kosmos.kubenest.plugins.modules.node_reset import Reset, removal_script
 
@@ -86,3 +88,39 @@ def test_removal_script_deletes_jumps_as_saved_then_the_chains():
         "-X CNI-04f617d3bc04",
         "COMMIT",
     ]
+
+
+class Containers(FakeModule):
+    """ctr with one container whose `containers delete` fails; `still_there` says whether `info` finds it."""
+
+    def __init__(self, still_there):
+        super().__init__()
+        self.still_there = still_there
+
+    def run_command(self, argv, data=None, binary_data=False):
+        self.calls.append(argv)
+        verb = argv[3:5]
+        if verb == ["containers", "ls"]:
+            return 0, "c1\n", ""
+        if verb == ["containers", "delete"]:
+            return 1, "", 'container "c1" in namespace "k8s.io": not found'
+        if verb == ["containers", "info"]:
+            return (0, "{}", "") if self.still_there else (1, "", "not found")
+        return 0, "", ""
+
+
+@pytest.fixture
+def containerd_socket(monkeypatch):
+    real = os.path.exists
+    monkeypatch.setattr(os.path, "exists", lambda path: path == "/run/containerd/containerd.sock" or real(path))
+
+
+def test_a_container_gone_before_its_delete_counts_as_deleted(containerd_socket):
+    reset = Reset(Containers(still_there=False))
+    reset.containers("k8s.io")
+    assert reset.result["containers"] == ["c1"]
+
+
+def test_a_container_that_stays_fails_the_reset_by_name(containerd_socket):
+    with pytest.raises(AssertionError, match="containers delete c1 failed"):
+        Reset(Containers(still_there=True)).containers("k8s.io")
