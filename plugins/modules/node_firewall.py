@@ -148,35 +148,35 @@ class Firewall:
         self.chain = chain
         self.iptables = module.get_bin_path("iptables", required=True)
 
-    def _run(self, *argv, data=None):
-        return self.module.run_command([self.iptables, "-w", "5", *argv] if data is None else list(argv), data=data)
+    def _iptables(self, *args):
+        return self.module.run_command([self.iptables, "-w", "5", *args])
 
     def current(self):
         """The chain's rules now, or None when there is no such chain."""
-        rc, out, _err = self._run("-t", TABLE, "-S", self.chain)
+        rc, out, _err = self._iptables("-t", TABLE, "-S", self.chain)
         if rc != 0:
             return None
         return [line for line in out.splitlines() if line.startswith("-A ")]
 
     def jumped(self):
-        rc, _out, _err = self._run("-t", TABLE, "-C", HOOK, "-j", self.chain)
+        rc, _out, _err = self._iptables("-t", TABLE, "-C", HOOK, "-j", self.chain)
         return rc == 0
 
     def apply(self, rules):
         restore = self.module.get_bin_path("iptables-restore", required=True)
         script = restore_script(self.chain, rules, add_jump=not self.jumped())
-        rc, _out, err = self._run(restore, "-w", "5", "--noflush", data=script)
+        rc, _out, err = self.module.run_command([restore, "-w", "5", "--noflush"], data=script)
         if rc != 0:
             self.module.fail_json(msg="iptables-restore refused the chain %s: %s" % (self.chain, err.strip()),
                                   rules=rules)
 
     def remove(self):
         while self.jumped():
-            rc, _out, err = self._run("-t", TABLE, "-D", HOOK, "-j", self.chain)
+            rc, _out, err = self._iptables("-t", TABLE, "-D", HOOK, "-j", self.chain)
             if rc != 0:
                 self.module.fail_json(msg="could not remove the jump to %s: %s" % (self.chain, err.strip()))
         for op in ("-F", "-X"):
-            rc, _out, err = self._run("-t", TABLE, op, self.chain)
+            rc, _out, err = self._iptables("-t", TABLE, op, self.chain)
             if rc != 0:
                 self.module.fail_json(msg="could not remove the chain %s: %s" % (self.chain, err.strip()))
 
