@@ -63,7 +63,7 @@ unit: install
 	$(PYTEST) tests/unit
 
 integration: install k8s cilium
-	$(PYTEST) --durations=12 tests/integration
+	$(PYTEST) --durations=12 -n 2 --dist loadfile tests/integration
 
 # The sandbox's builds come first: on a fresh machine they take longer than one test may.
 e2e: install k8s images

@@ -20,6 +20,8 @@ from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
+from sandbox.cluster import pod_routes
+from sandbox.cluster.layout import cidrs
 from sandbox.operator import write_site_vars
 from tests.support.k8sbin import versions as pinned_versions
 from tests.support.virtualclusters import (
@@ -197,8 +199,9 @@ def test_two_virtual_clusters_side_by_side_are_isolated(operator, host_cluster):
     assert k8s.CoreV1Api(beta_api).list_node().items == []
 
 
-def _probe_pod(api, name: str) -> str:
-    """An echo pod of the host in the virtual clusters' own namespace, on a worker; its IP once it runs."""
+def _probe_pod(sb, api, name: str) -> str:
+    """An echo pod of the host in the virtual clusters' own namespace, on a worker; its IP once it runs, with the
+    sandbox host's routes to pods following the nodes' subnets (earlier modules moved nodes in and out)."""
     core = k8s.CoreV1Api(api)
     core.create_namespaced_pod(NS, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
                                     "spec": {"containers": [{"name": "echo", "image": "kubenest.local/echo:1.0"}]}})
@@ -207,7 +210,9 @@ def _probe_pod(api, name: str) -> str:
         pod = core.read_namespaced_pod(name, NS)
         ready = pod.status.phase == "Running" and all(c.ready for c in pod.status.container_statuses or [])
         return pod.status.pod_ip if ready else None
-    return wait_for(running, 180, f"pod {name}")
+    ip = wait_for(running, 180, f"pod {name}")
+    pod_routes.refresh(sb, cidrs()[0])
+    return ip
 
 
 def _fetch_from(pod_ip: str, url: str) -> tuple[int, str]:
@@ -229,11 +234,11 @@ def _component_ip(api, name: str, component: str) -> str:
 def test_network_policies_let_only_its_api_server_reach_a_tenants_etcd(operator, host_cluster):
     """Enforced by the host's pod network (Cilium): a host pod in the same namespace, and the sandbox host
     itself, reach the tenant API server's port but not its etcd, which answers only its own API server."""
-    _sb, api = host_cluster
+    sb, api = host_cluster
     alpha = get_vc(api, NS, "alpha") or wait_ready(api, NS, "alpha")
     assert condition(alpha, "Ready").get("status") == "True"  # its API server does reach etcd
     etcd, apiserver = _component_ip(api, "alpha", "etcd"), _component_ip(api, "alpha", "apiserver")
-    probe = _probe_pod(api, "policy-probe")
+    probe = _probe_pod(sb, api, "policy-probe")
     try:
         # A TLS port asked for plain HTTP answers 400: the connection itself went through.
         status, answer = _fetch_from(probe, f"http://{apiserver}:6443/")
