@@ -25,7 +25,7 @@ down:
 help:
 	@echo "make up        local sandbox host cluster, operator and a sample virtual cluster"
 	@echo "make test      everything: installs what it needs, lints, runs unit/integration/e2e tests"
-	@echo "make test-long faults at every step of promotion and return, operator killed mid-way"
+	@echo "make test-long faults at every step of promotion and return, operator killed mid-way, AWX and molecule life cycles"
 	@echo "make bench     benchmarks with ratios against their baselines"
 	@echo "make k8s       build (or reuse) the pinned Kubernetes binaries; prints their directory"
 	@echo "make cilium    build (or reuse) the pinned Cilium agent, CNI plugin and operator; prints their directory"
@@ -62,6 +62,7 @@ lint: ruff ansible-lint sanity
 unit: install
 	$(PYTEST) tests/unit
 
+# Two workers, each test file on one of them (files share a fixture's API server): the operator's tests mostly wait.
 integration: install k8s cilium
 	$(PYTEST) --durations=12 -n 2 --dist loadfile tests/integration
 
@@ -71,7 +72,8 @@ e2e: install k8s images
 
 test: install lint unit integration e2e
 
-# Matrices too long for CI: a fault at every step of promotion and return, the operator killed mid-way.
+# Too long for CI: a fault at every step of promotion and return, the operator killed mid-way, and the
+# AWX and molecule life cycles that repeat what the VirtualCluster tests show.
 test-long: install k8s images
 	KUBENEST_LONG=1 $(PYTEST) -m long tests/e2e
 

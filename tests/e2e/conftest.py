@@ -19,7 +19,7 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     if os.environ.get("KUBENEST_LONG") == "1":
         return
-    skip = pytest.mark.skip(reason="long matrix: make test-long (KUBENEST_LONG=1)")
+    skip = pytest.mark.skip(reason="too long for CI: make test-long (KUBENEST_LONG=1)")
     for item in items:
         if "long" in item.keywords:
             item.add_marker(skip)

@@ -90,6 +90,9 @@ def test_a_survey_answer_is_data_never_a_template(awx):
     assert "must be DNS labels" in result.stdout and f"touch {marker}" in result.stdout, result.stdout[-3000:]
 
 
+# The whole life cycle through the job templates repeats what the operator's tests show through a VirtualCluster:
+# it runs in make test-long, beside the survey check above in make test.
+@pytest.mark.long
 def test_create_promote_return_back_up_check_and_delete_through_the_job_templates(awx, tmp_path):
     sb, api, launch, jobs = awx
     _successful(launch(CREATE, {"kubenest_vc_namespace": NS, "kubenest_vc_name": "portal",

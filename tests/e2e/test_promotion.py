@@ -441,6 +441,9 @@ def test_plain_playbook_with_the_globalnodes_inventory_promotes_named_nodes(prom
         assert globalnode(api, name)["status"]["agent"]["certificateSHA256"] == [agent_cert_sha256(sb, name)]
 
 
+# The role's molecule scenario repeats a promotion the tests above show: make test-long runs it, make test runs
+# the etcd and control-plane scenarios.
+@pytest.mark.long
 def test_molecule_node_promote_scenario(promoting, tmp_path):
     """extensions/molecule/node_promote: a named worker promoted into a virtual cluster by the role, a second
     converge that changes nothing, verified from both sides; its cleanup deletes the virtual cluster, and the
