@@ -187,9 +187,11 @@ def tenant_traces(sb, api, node_name: str, tenant_namespace: str | None = None) 
     labels = on_node(sb, node_name, "for c in $(ctr -n k8s.io containers ls -q); do"
                      " ctr -n k8s.io containers info $c | grep -o '\"io.kubernetes.pod.uid\": \"[^\"]*\"';"
                      " done")
-    # Listed after the containers: a host pod is created before its containers.
+    pod_logs = on_node(sb, node_name, "ls /var/log/pods")  # <namespace>_<pod>_<uid>
+    # Listed after the containers and logs: a host pod is created before its containers.
     host_pods = {p.metadata.uid for p in k8s.CoreV1Api(api).list_pod_for_all_namespaces(
         field_selector=f"spec.nodeName={node_name}").items}
+    traces += [f"pod log {name}" for name in pod_logs.split() if name.rsplit("_", 1)[-1] not in host_pods]
     traces += [f"container of pod {uid}" for uid in re.findall(r'"io.kubernetes.pod.uid": "([^"]*)"', labels)
                if uid not in host_pods]
     rules = on_node(sb, node_name, "iptables-save")

@@ -119,13 +119,13 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 2.0):
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
-def wait_ready(api, namespace: str, name: str, timeout: float = 600) -> dict:
+def wait_ready(api, namespace: str, name: str, timeout: float = 600, interval: float = 2.0) -> dict:
     def ready():
         vc = get_vc(api, namespace, name)
         if condition(vc, "Ready").get("status") == "True":
             return vc
         return None
-    return wait_for(ready, timeout, f"VirtualCluster {namespace}/{name} to be Ready")
+    return wait_for(ready, timeout, f"VirtualCluster {namespace}/{name} to be Ready", interval)
 
 
 def delete_vc(api, namespace: str, name: str, timeout: float = 300) -> float:
