@@ -90,8 +90,8 @@ k8s:
 cilium:
 	@bash sandbox/cilium/build.sh
 
-images: k8s cilium
-	@python3 sandbox/images/build_images.py
+images: install k8s cilium
+	@$(PY) sandbox/images/build_images.py
 
 operator-image: install
 	@$(PY) sandbox/images/operator_image.py

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from sandbox.images.build_images import sha256_file
+from sandbox.images.build_images import CILIUM_CRDS, sha256_file
 from sandbox.machines.config import REPO_ROOT, Sandbox
 from sandbox.machines.machine import Machine
 from sandbox.machines.pki import client_files
@@ -56,7 +56,8 @@ def image_archive(sb: Sandbox) -> tuple[Path, str]:
 
 
 def place_image_and_catalog(sb: Sandbox, archive: Path, images_dir: Path) -> None:
-    catalog = [images_dir / "images.json", *sorted(images_dir.glob("*.oci.tar"))]
+    catalog = [images_dir / "images.json", *sorted(images_dir.glob("*.oci.tar")),
+               *[path for path in (images_dir / CILIUM_CRDS,) if path.is_file()]]
     for machine in control_planes(sb):
         if _copy_if_changed(archive, machine.root / IMAGE_IN_MACHINE):
             log(f"{machine.name}: importing the operator image")

@@ -277,3 +277,52 @@ def manifests(agent_image, operator_image, api_host, api_port, tunnel_port=8472,
     objects.append(operator_deployment(operator_image, api_host, api_port, operator_resources))
     objects.append(agent_daemonset(agent_image, api_host, api_port, agent_resources, cni_bin_dir))
     return add_labels(objects, labels)
+
+
+# Cilium's operator labels each CRD it registers with the schema version of its release and updates a CRD whose
+# label differs (pkg/k8s/apis/cilium.io/register.go); CRDs registered ahead of it carry the same label.
+CRD_SCHEMA_LABEL = "io.cilium.k8s.crd.schema.version"
+CRD_GROUP = "cilium.io"
+
+
+def _crd_problem(obj):
+    if not isinstance(obj, dict) or obj.get("kind") != "CustomResourceDefinition" or \
+            obj.get("apiVersion") != "apiextensions.k8s.io/v1":
+        return "is not an apiextensions.k8s.io/v1 CustomResourceDefinition"
+    spec = obj.get("spec") or {}
+    if spec.get("group") != CRD_GROUP:
+        return "is not in group %s" % CRD_GROUP
+    names = spec.get("names") or {}
+    if (obj.get("metadata") or {}).get("name") != "%s.%s" % (names.get("plural"), CRD_GROUP):
+        return "is not named <plural>.%s" % CRD_GROUP
+    if not spec.get("versions"):
+        return "has no versions"
+    return None
+
+
+def crd_definitions(documents, schema_version):
+    """The CRDs as Cilium's operator registers them: name, schema version label, and the names, scope, versions
+    and conversion of the release's definition (`documents`: (source, parsed YAML) pairs)."""
+    if not isinstance(schema_version, str) or not schema_version.strip() or any(c.isspace() for c in schema_version):
+        raise ValueError("the CRD schema version must be one word, got %r" % (schema_version,))
+    crds = []
+    for source, obj in documents:
+        problem = _crd_problem(obj)
+        if problem:
+            raise ValueError("%s %s" % (source, problem))
+        spec = obj["spec"]
+        crds.append({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": obj["metadata"]["name"], "labels": {CRD_SCHEMA_LABEL: schema_version}},
+            "spec": {key: spec[key] for key in ("group", "names", "scope", "versions", "conversion") if key in spec},
+        })
+    if not crds:
+        raise ValueError("no CustomResourceDefinitions found")
+    return sorted(crds, key=lambda crd: crd["metadata"]["name"])
+
+
+def crds_to_register(crds, registered):
+    """Those of `crds` missing from `registered` ({name: schema label}) or labelled with another schema version."""
+    return [crd for crd in crds
+            if registered.get(crd["metadata"]["name"]) != crd["metadata"]["labels"][CRD_SCHEMA_LABEL]]

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build Cilium's agent, CNI plugin and operator from the Go module, cached outside the repo by version, and keep
-# the datapath sources (bpf/) the agent compiles on each node. Prints the output directory as its last line.
+# the datapath sources (bpf/) the agent compiles on each node and the release's CRDs (crds/). Prints the output
+# directory as its last line.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 # shellcheck source=/dev/null
@@ -11,7 +12,7 @@ programs=(cilium-agent cilium-cni cilium-operator-generic)
 
 have_all() {
   for p in "${programs[@]}"; do [ -x "$out/bin/$p" ] || return 1; done
-  [ -f "$out/bpf/bpf_lxc.c" ]
+  [ -f "$out/bpf/bpf_lxc.c" ] && [ -s "$out/crds/schema-version" ]
 }
 if have_all; then
   echo "cilium binaries cached" >&2
@@ -52,5 +53,10 @@ build cilium-operator-generic github.com/cilium/cilium/operator ipam_provider_op
 src="$(go list -m -f '{{.Dir}}' github.com/cilium/cilium)"
 rm -rf "$out/bpf.tmp" && cp -r "$src/bpf" "$out/bpf.tmp" && chmod -R u+w "$out/bpf.tmp"
 rm -rf "$out/bpf" && mv "$out/bpf.tmp" "$out/bpf"
+# The release's CRDs and their schema version, to register them before the first node's operator does.
+rm -rf "$out/crds.tmp" && cp -r "$src/pkg/k8s/apis/cilium.io/client/crds" "$out/crds.tmp" && chmod -R u+w "$out/crds.tmp"
+sed -n 's/^[[:space:]]*CustomResourceDefinitionSchemaVersion = "\([^"]*\)".*/\1/p' \
+  "$src/pkg/k8s/apis/cilium.io/register.go" > "$out/crds.tmp/schema-version"
+rm -rf "$out/crds" && mv "$out/crds.tmp" "$out/crds"
 have_all
 echo "$out"

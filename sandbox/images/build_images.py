@@ -24,6 +24,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PROGRAMS = Path(__file__).resolve().parent  # Go programs of our own: pause, echo, etcd-snapshot, await-ready
 REGISTRY = "kubenest.local"
@@ -36,6 +38,7 @@ MEDIA_CONFIG = "application/vnd.oci.image.config.v1+json"
 MEDIA_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
 ANNOTATION_REF = "org.opencontainers.image.ref.name"
 ANNOTATION_CONTAINERD_NAME = "io.containerd.image.name"
+CILIUM_CRDS = "cilium-crds.json"  # catalog file: the pinned release's CRDs (see kosmos.kubenest.cilium_crds)
 
 PASSWD = b"root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n"
 GROUP = b"root:x:0:\nnobody:x:65534:\n"
@@ -359,6 +362,23 @@ def library_files(binaries: list[Path], have: set[str]) -> tuple[list[tuple[Path
     return extras, links
 
 
+def cilium_crds(crds_dir: Path) -> str:
+    """The release's CRDs and schema version as the catalog file kosmos.kubenest.cilium_crds reads."""
+    schema_version = (crds_dir / "schema-version").read_text().strip()
+    if not schema_version:
+        sys.exit(f"error: no CRD schema version in {crds_dir}; run `make cilium` again")
+    definitions = [doc for path in sorted(crds_dir.glob("*/*.yaml"))
+                   for doc in yaml.safe_load_all(path.read_text()) if doc]
+    return json.dumps({"schemaVersion": schema_version, "definitions": definitions}, sort_keys=True) + "\n"
+
+
+def write_if_changed(path: Path, text: str) -> None:
+    if not path.is_file() or path.read_text() != text:
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+
+
 def cilium_files(cilium_dir: Path) -> tuple[tuple[tuple[Path, str], ...], tuple[tuple[str, str], ...]]:
     """What the Cilium agent needs beside itself: its CNI plugin, the datapath sources and clang to compile them
     on the node (Debian's clang-19), iptables, and a static busybox for the step that installs the plugin."""
@@ -430,6 +450,8 @@ def main(argv: list[str] | None = None) -> int:
     specs.append(ImageSpec("cilium", cilium_tag, cilium_dir / "bin" / "cilium-agent", extras, links, "cilium-agent"))
     specs.append(ImageSpec("cilium-operator", cilium_tag, cilium_dir / "bin" / "cilium-operator-generic",
                            program="cilium-operator-generic"))
+
+    write_if_changed(args.out / CILIUM_CRDS, cilium_crds(cilium_dir / "crds"))
 
     catalog = {spec.name: ensure_image(spec, args.out) for spec in specs}
     catalog_path = args.out / "images.json"

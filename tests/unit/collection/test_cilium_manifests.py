@@ -69,3 +69,35 @@ def test_bad_settings_are_refused_with_the_setting_named(setting, value):
 def test_settings_must_be_a_dictionary():
     with pytest.raises(AnsibleFilterError, match="InvalidRequest"):
         cilium_manifests(["agent_image"])
+
+
+def _crd(plural, group="cilium.io"):
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{plural}.{group}", "annotations": {"controller-gen.kubebuilder.io/version": "x"}},
+            "spec": {"group": group, "names": {"plural": plural, "kind": plural.title()}, "scope": "Cluster",
+                     "versions": [{"name": "v2", "served": True, "storage": True}]}}
+
+
+def test_crds_are_registered_as_cilium_s_operator_does():
+    from ansible_collections.kosmos.kubenest.plugins.plugin_utils import cilium
+
+    crds = cilium.crd_definitions([("b", _crd("ciliumnodes")), ("a", _crd("ciliumendpoints"))], "1.33.12")
+    assert [c["metadata"] for c in crds] == [
+        {"name": "ciliumendpoints.cilium.io", "labels": {cilium.CRD_SCHEMA_LABEL: "1.33.12"}},
+        {"name": "ciliumnodes.cilium.io", "labels": {cilium.CRD_SCHEMA_LABEL: "1.33.12"}}]
+    assert set(crds[0]["spec"]) == {"group", "names", "scope", "versions"}
+    todo = cilium.crds_to_register(crds, {"ciliumendpoints.cilium.io": "1.33.12", "ciliumnodes.cilium.io": "1.30.0"})
+    assert [c["metadata"]["name"] for c in todo] == ["ciliumnodes.cilium.io"]
+    assert cilium.crds_to_register(crds, {}) == crds
+
+
+@pytest.mark.parametrize(("doc", "message"), [
+    (_crd("widgets", group="example.com"), "is not in group cilium.io"),
+    (dict(_crd("ciliumnodes"), metadata={"name": "other.cilium.io"}), "is not named <plural>.cilium.io"),
+    (dict(_crd("ciliumnodes"), apiVersion="apiextensions.k8s.io/v1beta1"), "is not an apiextensions.k8s.io/v1"),
+])
+def test_a_definition_that_is_not_one_of_cilium_s_crds_is_refused(doc, message):
+    from ansible_collections.kosmos.kubenest.plugins.plugin_utils import cilium
+
+    with pytest.raises(ValueError, match=message):
+        cilium.crd_definitions([("file.yaml", doc)], "1.33.12")
