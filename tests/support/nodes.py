@@ -187,11 +187,18 @@ def tenant_traces(sb, api, node_name: str, tenant_namespace: str | None = None) 
     labels = on_node(sb, node_name, "for c in $(ctr -n k8s.io containers ls -q); do"
                      " ctr -n k8s.io containers info $c | grep -o '\"io.kubernetes.pod.uid\": \"[^\"]*\"';"
                      " done")
-    pod_logs = on_node(sb, node_name, "ls /var/log/pods")  # <namespace>_<pod>_<uid>
+    # Pod log directories (<namespace>_<pod>_<uid>) with their change times. The kubelet removes those of deleted
+    # pods only at its next garbage collection, so a directory counts only when it is older than the node's
+    # return (its host Node registers anew after the wipe) and no host pod has its uid.
+    pod_logs = on_node(sb, node_name, "find /var/log/pods -mindepth 1 -maxdepth 1 -printf '%T@ %f\\n'")
     # Listed after the containers and logs: a host pod is created before its containers.
     host_pods = {p.metadata.uid for p in k8s.CoreV1Api(api).list_pod_for_all_namespaces(
         field_selector=f"spec.nodeName={node_name}").items}
-    traces += [f"pod log {name}" for name in pod_logs.split() if name.rsplit("_", 1)[-1] not in host_pods]
+    returned = k8s.CoreV1Api(api).read_node(node_name).metadata.creation_timestamp.timestamp()
+    for line in pod_logs.splitlines():
+        changed, name = line.split(" ", 1)
+        if float(changed) < returned - 1 and name.rsplit("_", 1)[-1] not in host_pods:
+            traces.append(f"pod log {name}")
     traces += [f"container of pod {uid}" for uid in re.findall(r'"io.kubernetes.pod.uid": "([^"]*)"', labels)
                if uid not in host_pods]
     rules = on_node(sb, node_name, "iptables-save")
