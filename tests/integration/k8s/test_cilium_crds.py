@@ -47,8 +47,8 @@ def _run(tmp_path, api, crds_file, *args):
 
 
 def _cilium_crds(client):
-    return {c.metadata.name: c for c in kubernetes.client.ApiextensionsV1Api(client).list_custom_resource_definition(
-        ).items if c.spec.group == "cilium.io"}
+    crds = kubernetes.client.ApiextensionsV1Api(client).list_custom_resource_definition().items
+    return {c.metadata.name: c for c in crds if c.spec.group == "cilium.io"}
 
 
 def test_check_mode_writes_nothing(cluster, crds_file, tmp_path):
