@@ -52,7 +52,7 @@ EXAMPLES = r"""
 - name: Cilium's CRDs, before the first node joins
   kosmos.kubenest.cilium_crds:
     kubeconfig: tenant-admin.conf
-    crds_file: /var/lib/kubenest/images/v1.36.3/cilium-crds.json
+    crds_file: /var/lib/kubenest/images/cilium-crds.json
 """
 
 RETURN = r"""
