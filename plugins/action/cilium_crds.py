@@ -29,8 +29,9 @@ def load_file(path):
 
 
 def established(crd):
-    return any(c.get("type") == "Established" and c.get("status") == "True"
-               for c in (crd or {}).get("status", {}).get("conditions", []))
+    # A CRD read right after its apply may have no status yet, or null conditions.
+    conditions = (((crd or {}).get("status") or {}).get("conditions")) or []
+    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
 
 class ActionModule(KubeAction):
