@@ -241,7 +241,8 @@ def main() -> int:
     print("\nwhere the first create with a node went (s), from its run's Ansible events:")
     for phase, seconds in breakdown:
         print(f"  {phase:46} {seconds:10.1f}")
-    print("of which node promotion, by step:")
+    print("node promotion, by step (the steps up to Images run while the control plane starts; the nodes phase "
+          "above is only the time the controller waited for them):")
     for step, seconds in steps:
         print(f"  {step:46} {seconds:10.1f}")
     return 0

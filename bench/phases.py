@@ -1,13 +1,15 @@
 """Where a virtual cluster's create time goes: the run's ansible-runner events folded into phases.
 
-Each task is charged from its start to the start of the next task, so the engine's own overhead between
-tasks lands in the phase of the task it follows, and the phases add up to the whole run.
+The controller's tasks (host localhost) are charged from their start to the start of its next task, so the
+engine's overhead between tasks lands in the phase of the task it follows and the phases add up to the whole
+run; time the controller spends waiting for nodes is the nodes'.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 PHASES = ["checks and ownership", "etcd PKI and objects", "etcd Ready", "control-plane PKI and kubeconfigs",
@@ -55,17 +57,67 @@ def classify(role: str, path: str, task: str, current: str) -> str:
     return "other"
 
 
+CONTROLLER = "localhost"
+RESULT_EVENTS = frozenset({"runner_on_ok", "runner_on_failed", "runner_on_skipped", "runner_on_unreachable"})
+NODES = "nodes (claim, promote, report)"
+# A pause between two controller tasks longer than this, while nodes work, is the controller waiting for them;
+# shorter ones are the engine's own overhead.
+WAIT_S = 1.0
+
+
+@dataclass(frozen=True)
+class Result:
+    host: str
+    start: dt.datetime
+    end: dt.datetime
+    role: str
+    path: str
+    task: str
+    play: str
+
+
+def results(events: list[dict]) -> list[Result]:
+    """Every host's task results, by start (with the free strategy, hosts run their tasks side by side)."""
+    found = []
+    for e in events:
+        if e["event"] not in RESULT_EVENTS:
+            continue
+        data = e["event_data"]
+        end = _time(data.get("end") or e["created"])
+        found.append(Result(data.get("host") or "", _time(data.get("start") or data.get("end") or e["created"]),
+                            end, data.get("role") or "", data.get("task_path") or "", data.get("task") or "",
+                            data.get("play_uuid") or data.get("play") or ""))
+    return sorted(found, key=lambda r: r.start)
+
+
 def phase_seconds(events: list[dict]) -> tuple[dict[str, float], float, dt.datetime, dt.datetime]:
-    """Seconds per phase (in PHASES order), the run's total, and its first and last event times."""
-    starts = [(_time(e["created"]), e["event_data"].get("role") or "", e["event_data"].get("task_path") or "",
-               e["event_data"].get("task") or "") for e in events if e["event"] == "playbook_on_task_start"]
+    """Seconds per phase (in PHASES order), the run's total, and its first and last event times.
+
+    The controller's own tasks set the phase. While it waits for nodes (their plays, or the end of a play they
+    share with it) the time is the nodes'; node work that runs beside controller tasks costs nothing here
+    (node_steps shows it)."""
     first, last = _time(events[0]["created"]), _time(events[-1]["created"])
+    found = results(events)
+    controller = [r for r in found if r.host == CONTROLLER]
+    nodes = [r for r in found if r.host != CONTROLLER]
     seconds = dict.fromkeys(PHASES, 0.0)
     current = PHASES[0]
-    seconds[current] += (starts[0][0] - first).total_seconds() if starts else 0.0
-    for (at, role, path, task), following in zip(starts, [s[0] for s in starts[1:]] + [last], strict=True):
-        current = classify(role, path, task, current)
-        seconds[current] += (following - at).total_seconds()
+
+    def charge(start: dt.datetime, end: dt.datetime, phase: str) -> None:
+        if end <= start:
+            return
+        waiting = end - start > dt.timedelta(seconds=WAIT_S) and any(
+            start < r.end and r.start < end for r in nodes)
+        seconds[NODES if waiting else phase] += (end - start).total_seconds()
+
+    at = first
+    for task, following in zip(controller, controller[1:] + [None], strict=True):
+        charge(at, task.start, current)
+        current = classify(task.role, task.path, task.task, current)
+        end = max(task.end, task.start)
+        seconds[current] += (end - task.start).total_seconds()
+        at = max(end, task.start) if following is None else min(max(end, task.start), following.start)
+    charge(at, last, current)
     return seconds, (last - first).total_seconds(), first, last
 
 
@@ -86,20 +138,28 @@ def table(job_events: Path, created: dt.datetime, ready: dt.datetime) -> list[tu
     return rows
 
 
-def node_steps(job_events: Path) -> list[tuple[str, float]]:
-    """Seconds per step of node promotion (the node_promote role's `Step <name>` markers), in order; time
-    between two markers is charged to the first."""
-    events = load_events(job_events)
-    starts = [(_time(e["created"]), e["event_data"].get("role") or "", e["event_data"].get("task") or "")
-              for e in events if e["event"] == "playbook_on_task_start"]
-    ends = [s[0] for s in starts[1:]] + [_time(events[-1]["created"])] if events else []
+def node_steps(job_events: Path, host: str | None = None) -> list[tuple[str, float]]:
+    """Seconds per step of one node's promotion (the node_promote role's `Step <name>` markers), in order: each
+    of its tasks from start to end, and the pause before its next task in the same play, is charged to the
+    step marked last. `host`: the node (default: the first with a step)."""
+    found = [r for r in results(load_events(job_events))
+             if r.host != CONTROLLER and (host is None or r.host == host)]
+    marked = [r.host for r in found if _step(r)]
+    if not marked:
+        return []
+    mine = [r for r in found if r.host == marked[0]]
     steps: dict[str, float] = {}
     step = None
-    for (at, role, task), following in zip(starts, ends, strict=True):
-        if role == "node_promote" and task.startswith("Step ") and "{{" not in task:
-            step = task[len("Step "):]
-        elif role not in ("node_promote", ""):
-            step = None
-        if step:
-            steps[step] = steps.get(step, 0.0) + (following - at).total_seconds()
+    for task, following in zip(mine, mine[1:] + [None], strict=True):
+        step = _step(task) or step
+        if step is None:
+            continue
+        end = following.start if following is not None and following.play == task.play else task.end
+        steps[step] = steps.get(step, 0.0) + max((end - task.start).total_seconds(), 0.0)
     return list(steps.items())
+
+
+def _step(result: Result) -> str | None:
+    if result.role == "node_promote" and result.task.startswith("Step ") and "{{" not in result.task:
+        return result.task[len("Step "):]
+    return None

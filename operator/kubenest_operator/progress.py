@@ -18,6 +18,8 @@ log = logging.getLogger(__name__)
 TASK_START_EVENTS = frozenset({"playbook_on_task_start", "playbook_on_handler_task_start"})
 TASK_END_EVENTS = frozenset({"runner_on_ok", "runner_on_failed", "runner_on_skipped", "runner_on_unreachable"})
 RESULT_KEY = "kubenest_result"
+# A node's promotion ends with this when its virtual cluster's control plane failed in the same run.
+CONSEQUENCE_MARKER = "[kubenest:step:ControlPlane]"
 
 
 @dataclass(frozen=True)
@@ -121,9 +123,11 @@ class RunTracker:
 
     @property
     def last_failure(self) -> Failure | None:
-        """The failure that ended the run: with the linear strategy that is the most recent one."""
+        """The failure that ended the run: the most recent one, except that nodes rolled back because their
+        control plane did not come up (step ControlPlane) only follow from the failure that says why."""
         with self._lock:
-            return self.failures[-1] if self.failures else None
+            causes = [f for f in self.failures if CONSEQUENCE_MARKER not in f.message]
+            return (causes or self.failures or [None])[-1]
 
     def note(self, line: str) -> None:
         """An error from outside the playbook, reported like its output."""

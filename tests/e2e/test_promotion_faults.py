@@ -28,8 +28,8 @@ from tests.support.virtualclusters import (
 
 NS = "kubenest-e2e-faults"
 NODE = "kn-w3"
-PROMOTE_STEPS = ["Drain", "Stash", "Reset", "RemoveHostNode", "Isolate", "Token", "NodeFiles", "Images", "Kubelet",
-                 "Register", "PodNetwork", "Ready", "Occupied"]
+PROMOTE_STEPS = ["Drain", "Stash", "Reset", "RemoveHostNode", "Isolate", "Images", "ControlPlane", "Token",
+                 "NodeFiles", "Kubelet", "Register", "PodNetwork", "Ready", "Occupied"]
 RETURN_STEPS = ["Returning", "TenantDrain", "HostRejoin", "HostWipe", "HostRestore", "HostKubelet", "HostReady",
                 "AgentIdentity", "HostRelease"]
 IN_CI: set[str] = set()  # CI fails one promotion and one return through the operator (test_promotion.py)
@@ -69,6 +69,21 @@ def test_a_failed_promotion_puts_the_node_back_into_the_host(faults, step):
     assert proc.returncode != 0, out[-4000:]
     assert f"[kubenest:step:{step}] promoting {NODE} failed at step {step} and was rolled back" in out, out[-4000:]
     assert f"fault injected on entering step {step}" in out
+    assert_back_in_host_clean(sb, api, NODE, playbook.tenant(api))
+
+
+@pytest.mark.long
+def test_a_control_plane_failing_while_the_node_is_prepared_rolls_the_node_back(faults):
+    """The node leaves the host while the control plane comes up (one play, free strategy); when the controller
+    side fails there, the prepared node goes back instead of joining, and the run names the cause."""
+    sb, api, playbook = faults
+    proc = playbook.run("present", WANTS_NODE, node_promote_tenant_kubeconfig_secret="plain-no-such-kubeconfig")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-4000:]
+    assert "Secret kubenest-e2e-faults/plain-no-such-kubeconfig is missing" in out, out[-4000:]
+    assert "TASK [kosmos.kubenest.node_promote : Cordon and drain the host node" in out, out[-4000:]
+    assert (f"[kubenest:step:ControlPlane] promoting {NODE} failed at step ControlPlane and was rolled back: "
+            "the control plane of kubenest-e2e-faults/plain did not come up in this run") in out, out[-4000:]
     assert_back_in_host_clean(sb, api, NODE, playbook.tenant(api))
 
 

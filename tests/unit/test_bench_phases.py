@@ -10,9 +10,18 @@ from bench import phases
 T0 = dt.datetime(2026, 1, 1, 12, 0, 0)
 
 
-def event(counter, seconds, name="playbook_on_task_start", role="", path="playbooks/virtualcluster.yml:1", task=""):
-    return {"counter": counter, "event": name, "created": (T0 + dt.timedelta(seconds=seconds)).isoformat(),
-            "event_data": {"role": role, "task_path": path, "task": task}}
+def at(seconds):
+    return (T0 + dt.timedelta(seconds=seconds)).isoformat()
+
+
+def event(counter, seconds, name="runner_on_ok", role="", path="playbooks/virtualcluster.yml:1", task="",
+          host="localhost", took=0.5, play="p1"):
+    """A task's result (it started at `seconds` and took `took`); other events carry only their time."""
+    data = {"role": role, "task_path": path, "task": task, "host": host, "play_uuid": play}
+    if name == "runner_on_ok":
+        data.update(start=at(seconds), end=at(seconds + took))
+    return {"counter": counter, "event": name, "created": at(seconds + took if name == "runner_on_ok" else seconds),
+            "event_data": data}
 
 
 RUN = [
@@ -41,6 +50,31 @@ RUN = [
     event(16, 30, role="coredns", path="roles/coredns/tasks/main.yml:2", task="CoreDNS"),
     event(17, 31, name="playbook_on_stats"),
 ]
+
+NODE = "roles/node_promote/tasks/promote_prepare.yml"
+
+
+def test_the_controller_waiting_for_nodes_is_their_time_and_work_beside_it_is_free():
+    run = [
+        event(1, 0, name="playbook_on_start"),
+        event(2, 1, task="Check the request"),
+        event(3, 2, role="node_promote", path="roles/node_promote/tasks/claim.yml:2", task="Reserve the nodes"),
+        # play 2: the node prepares while the control plane comes up
+        event(4, 3, role="node_promote", path=NODE, task="Step Drain", host="kn-w1", took=6, play="p2"),
+        event(5, 3.5, role="control_plane", path="roles/control_plane/tasks/rollout_group.yml:3",
+              task="Control-plane Deployments apiserver", took=4, play="p2"),
+        event(6, 8, task="The control plane is up, nodes may join", took=0.1, play="p2"),
+        event(7, 9.5, role="node_promote", path=NODE, task="Step Images", host="kn-w1", took=2, play="p2"),
+        # plays of the nodes alone, then the report
+        event(8, 12, role="node_promote", path=NODE, task="Step Kubelet", host="kn-w1", took=3, play="p3"),
+        event(9, 16, role="coredns", path="roles/coredns/tasks/main.yml:2", task="CoreDNS", took=1, play="p4"),
+        event(10, 17.5, name="playbook_on_stats"),
+    ]
+    seconds, total = phases.phase_seconds(run)[:2]
+    assert total == 17.5 and abs(sum(seconds.values()) - 17.5) < 1e-9
+    assert abs(seconds["apiserver Ready"] - 4.6) < 1e-9  # 3.5 .. 8.1: the play-level fact follows it
+    assert abs(seconds["nodes (claim, promote, report)"] - (1 + 0.5 + 7.9)) < 1e-9  # claim; waits 8.1 .. 16
+    assert seconds["add-ons (pod network, DNS)"] == 1.5
 
 
 def test_every_second_of_the_run_lands_in_exactly_one_phase(tmp_path):
@@ -78,17 +112,20 @@ def test_node_promotion_time_is_charged_to_its_steps(tmp_path):
     promote = "roles/node_promote/tasks/promote.yml"
     run = [
         event(1, 0, name="playbook_on_start"),
-        event(2, 1, role="node_promote", path=promote + ":1", task="Step Drain"),
-        event(3, 2, role="node_promote", path=promote + ":5", task="Cordon and drain the host node"),
-        event(4, 6, role="node_promote", path=promote + ":9", task="Step Reset"),
-        event(5, 7, role="node_promote", path=promote + ":12", task="Wipe the host cluster from the node"),
-        event(6, 10, task="Report"),  # play level: still the step before it
-        event(7, 11, role="cilium", path="roles/cilium/tasks/wait.yml:2", task="Wait until the agent is ready"),
-        event(8, 20, role="node_promote", path=promote + ":30", task="Step Ready"),
-        event(9, 23, name="playbook_on_stats"),
+        event(2, 1, role="node_promote", path=NODE, task="Step Drain", host="kn-w1", play="p2"),
+        event(3, 2, role="node_promote", path=NODE, task="Cordon and drain", host="kn-w1", took=3, play="p2"),
+        event(4, 6, role="node_promote", path=NODE, task="Step Reset", host="kn-w1", play="p2"),
+        event(5, 7, role="node_promote", path=NODE, task="Wipe", host="kn-w1", took=2, play="p2"),
+        event(6, 7.5, role="etcd", task="Wait until etcd is ready", took=10, play="p2"),  # the controller's
+        # the next play starts once the control plane is up: the wait is no step's
+        event(7, 20, role="node_promote", path=promote, task="Step Ready", host="kn-w1", play="p3"),
+        event(8, 21, role="node_promote", path=promote, task="Wait", host="kn-w1", took=2, play="p3"),
+        event(9, 22, role="node_promote", path=promote, task="Step Drain", host="kn-w2", play="p3"),
+        event(10, 24, name="playbook_on_stats"),
     ]
     runs = tmp_path / "job_events"
     runs.mkdir()
     for e in run:
         (runs / f"{e['counter']}.json").write_text(json.dumps(e))
-    assert phases.node_steps(runs) == [("Drain", 5.0), ("Reset", 5.0), ("Ready", 3.0)]
+    assert phases.node_steps(runs) == [("Drain", 5.0), ("Reset", 3.0), ("Ready", 3.0)]
+    assert phases.node_steps(runs, "kn-w2") == [("Drain", 0.5)]

@@ -90,6 +90,22 @@ def test_ignored_errors_do_not_count_and_the_last_failure_decides():
     assert tracker.last_failure.permanent is None and tracker.last_failure.unreachable
 
 
+def test_nodes_rolled_back_for_a_failed_control_plane_do_not_hide_its_failure():
+    tracker = RunTracker()
+    feed(tracker, task_start("t1", "Wait for etcd", role="etcd"),
+         result("runner_on_failed", "t1", "Wait for etcd", {"msg": "[kubenest:permanent:Bad] etcd refused"}),
+         task_start("t2", "Report the failed step", role="node_promote"),
+         result("runner_on_failed", "t2", "Report the failed step", {
+             "msg": "[kubenest:step:ControlPlane] promoting kn-w1 failed at step ControlPlane and was rolled back"}))
+    assert len(tracker.failures) == 2
+    assert tracker.last_failure.task == "Wait for etcd" and tracker.last_failure.permanent.reason == "Bad"
+
+    alone = RunTracker()
+    feed(alone, task_start("t2", "Report the failed step"), result("runner_on_failed", "t2", "Report the failed step", {
+        "msg": "[kubenest:step:ControlPlane] promoting kn-w1 failed at step ControlPlane and was rolled back"}))
+    assert alone.last_failure.task == "Report the failed step"
+
+
 def test_errors_outside_tasks_are_kept_as_output():
     tracker = RunTracker()
     feed(tracker, {"event": "verbose", "stdout": "ERROR! the playbook: x.yml could not be found\n\n"})
