@@ -116,7 +116,7 @@ def phase_seconds(events: list[dict]) -> tuple[dict[str, float], float, dt.datet
         current = classify(task.role, task.path, task.task, current)
         end = max(task.end, task.start)
         seconds[current] += (end - task.start).total_seconds()
-        at = max(end, task.start) if following is None else min(max(end, task.start), following.start)
+        at = end if following is None else min(end, following.start)
     charge(at, last, current)
     return seconds, (last - first).total_seconds(), first, last
 
