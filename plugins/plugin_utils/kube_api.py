@@ -226,8 +226,9 @@ class KubeApi:
         return http.client.HTTPConnection(c.host, c.port, timeout=self.timeout)
 
     def request(self, method, path, query=None, body=None, content_type="application/json", ok_missing=False,
-                accept="application/json"):
-        """JSON answer of one request; None when ok_missing and the object does not exist."""
+                accept="application/json", retry_busy=True):
+        """JSON answer of one request; None when ok_missing and the object does not exist. Without retry_busy a
+        429 is the caller's to handle (an eviction a disruption budget refuses says when to ask again too)."""
         url = self.connection.base_path + path
         if query:
             url += "?" + urllib.parse.urlencode([(k, v) for k, v in query.items() if v is not None])
@@ -243,7 +244,7 @@ class KubeApi:
             status, reason, retry_after, payload = self._send(method, path, url, data, headers)
             # Like client-go: a busy or starting server says when to come back (e.g. 429 while the storage of a
             # new CRD initializes); anything else is answered at once.
-            if retry_after is None or not (status == 429 or 500 <= status < 600):
+            if not retry_busy or retry_after is None or not (status == 429 or 500 <= status < 600):
                 break
             time.sleep(min(max(retry_after, 0.1), MAX_RETRY_AFTER))
         if status == 404 and ok_missing:

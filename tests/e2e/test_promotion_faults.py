@@ -28,7 +28,7 @@ from tests.support.virtualclusters import (
 
 NS = "kubenest-e2e-faults"
 NODE = "kn-w3"
-PROMOTE_STEPS = ["Drain", "Stash", "Reset", "RemoveHostNode", "Isolate", "Images", "ControlPlane", "Token",
+PROMOTE_STEPS = ["Drain", "Stash", "Images", "Reset", "RemoveHostNode", "Isolate", "ControlPlane", "Token",
                  "NodeFiles", "Kubelet", "Register", "PodNetwork", "Ready", "Occupied"]
 RETURN_STEPS = ["Returning", "TenantDrain", "HostRejoin", "HostWipe", "HostRestore", "HostKubelet", "HostReady",
                 "AgentIdentity", "HostRelease"]
@@ -81,7 +81,7 @@ def test_a_control_plane_failing_while_the_node_is_prepared_rolls_the_node_back(
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out[-4000:]
     assert "Secret kubenest-e2e-faults/plain-no-such-kubeconfig is missing" in out, out[-4000:]
-    assert "TASK [kosmos.kubenest.node_promote : Cordon and drain the host node" in out, out[-4000:]
+    assert "TASK [kosmos.kubenest.node_promote : Cordon the host node and evict its pods" in out, out[-4000:]
     assert (f"[kubenest:step:ControlPlane] promoting {NODE} failed at step ControlPlane and was rolled back: "
             "the control plane of kubenest-e2e-faults/plain did not come up in this run") in out, out[-4000:]
     assert_back_in_host_clean(sb, api, NODE, playbook.tenant(api))

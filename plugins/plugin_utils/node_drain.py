@@ -1,0 +1,58 @@
+# Copyright: (c) kosmos.kubenest contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Which pods a drain evicts, which it leaves, and which it refuses to touch, as kubectl drain decides."""
+
+from __future__ import annotations
+
+MIRROR = "kubernetes.io/config.mirror"
+
+
+def _ref(pod):
+    meta = pod.get("metadata") or {}
+    return "%s/%s" % (meta.get("namespace"), meta.get("name"))
+
+
+def classify(pods, force=False, delete_emptydir_data=False):
+    """(to evict, left alone, refusals) for the pods of one node.
+
+    Mirror pods (the kubelet's static pods) and running DaemonSet pods stay; finished pods always go; pods
+    without a controller go only with force, pods with emptyDir data only with delete_emptydir_data."""
+    evict, left, refusals = [], [], []
+    unmanaged, local = [], []
+    for pod in pods:
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        if MIRROR in (meta.get("annotations") or {}):
+            left.append(pod)
+            continue
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            evict.append(pod)
+            continue
+        owners = meta.get("ownerReferences") or []
+        if any(o.get("kind") == "DaemonSet" for o in owners):
+            left.append(pod)
+            continue
+        if not owners and not force:
+            unmanaged.append(_ref(pod))
+            continue
+        if any("emptyDir" in v for v in spec.get("volumes") or []) and not delete_emptydir_data:
+            local.append(_ref(pod))
+            continue
+        evict.append(pod)
+    if unmanaged:
+        refusals.append("pods without a controller would be lost (force deletes them): " + ", ".join(unmanaged))
+    if local:
+        refusals.append("pods with emptyDir data would lose it (delete_emptydir_data allows it): "
+                        + ", ".join(local))
+    return evict, left, refusals
+
+
+def refs(pods):
+    return [_ref(p) for p in pods]
+
+
+def eviction(pod):
+    meta = pod["metadata"]
+    return {"apiVersion": "policy/v1", "kind": "Eviction",
+            "metadata": {"name": meta["name"], "namespace": meta["namespace"]}}
