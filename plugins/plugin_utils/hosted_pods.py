@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.plain_data import to_plain
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.references import check_name
 
 VC_KEYS = ("name", "namespace", "labels", "selector", "owner_references")
@@ -29,7 +30,7 @@ class VirtualClusterRef:
                                     pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
         self.labels = dict(vc["labels"])
         self.selector = dict(vc["selector"])
-        self.owner_references = copy.deepcopy(list(vc["owner_references"]))
+        self.owner_references = to_plain(list(vc["owner_references"]))
 
     def component_labels(self, component):
         return dict(self.labels, **{"app.kubernetes.io/component": component})
@@ -46,7 +47,7 @@ def placement(node_selector, tolerations):
     """Pod settings of every control-plane pod: where it runs, and no API credentials it does not need."""
     return {
         "nodeSelector": dict(node_selector or {}),
-        "tolerations": copy.deepcopy(list(tolerations or [])),
+        "tolerations": to_plain(list(tolerations or [])),
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
     }

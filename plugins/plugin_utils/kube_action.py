@@ -9,6 +9,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_api import Connection, KubeApi, KubeApiError
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.plain_data import NotPlainData, to_plain
 
 CONNECTION_SPEC = dict(
     kubeconfig=dict(type="path"),
@@ -19,19 +20,10 @@ CONNECTION_SPEC = dict(
 
 def plain(value):
     """Templated values as the built-in types JSON knows, so that a request body holds data only."""
-    if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    if isinstance(value, str):
-        return str(value)
-    raise AnsibleActionFail("a value of type %s cannot be sent to the API server" % type(value).__name__)
+    try:
+        return to_plain(value)
+    except NotPlainData as exc:
+        raise AnsibleActionFail("a value of type %s cannot be sent to the API server" % exc.type_name) from None
 
 
 class KubeAction(ActionBase):

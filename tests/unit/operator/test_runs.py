@@ -20,6 +20,7 @@ from kubenest_operator.runs import (
     run_environment,
     scrub_command_env,
     strip_run_dir,
+    write_ansible_config,
 )
 from kubenest_operator.settings import default_runs_dir
 
@@ -103,6 +104,16 @@ def test_run_environment(tmp_path, monkeypatch):
     assert env["ANSIBLE_NOCOLOR"] == "1" and env["ANSIBLE_LOCAL_TEMP"] == env["TMPDIR"] == str(tmp_path)
     monkeypatch.delenv("ANSIBLE_COLLECTIONS_PATH")
     assert "ANSIBLE_COLLECTIONS_PATH" not in run_environment(None, tmp_path)
+    assert "ANSIBLE_CONFIG" not in env
+
+
+def test_the_run_gets_its_own_ansible_config_unless_the_environment_names_one(tmp_path, monkeypatch):
+    monkeypatch.delenv("ANSIBLE_CONFIG", raising=False)
+    config = write_ansible_config(tmp_path)
+    assert config == tmp_path / "ansible.cfg" and "internal_poll_interval = 0.01" in config.read_text()
+    assert run_environment(None, tmp_path, config)["ANSIBLE_CONFIG"] == str(config)
+    monkeypatch.setenv("ANSIBLE_CONFIG", "/etc/ansible/site.cfg")
+    assert write_ansible_config(tmp_path / "other") is None
 
 
 def test_local_inventory_uses_this_interpreter_and_the_run_directory(tmp_path):
