@@ -10,7 +10,7 @@ import urllib.parse
 from ansible.errors import AnsibleActionFail
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_action import KubeAction
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_api import KubeApiError
-from ansible_collections.kosmos.kubenest.plugins.plugin_utils.node_drain import classify, eviction, refs
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.node_drain import classify, eviction, pod_ref, refs
 
 
 class _Drain:
@@ -38,10 +38,10 @@ class _Drain:
             self.api.request("POST", path, body=eviction(pod), ok_missing=True, retry_busy=False)
         except KubeApiError as exc:
             if exc.status == 429:
-                self.refused[_ref(pod)] = str(exc)
+                self.refused[pod_ref(pod)] = str(exc)
                 return False
             raise
-        self.refused.pop(_ref(pod), None)
+        self.refused.pop(pod_ref(pod), None)
         return True
 
     def run(self, check_mode):
@@ -84,10 +84,6 @@ class _Drain:
                 raise AnsibleActionFail("pods evicted from %s still run after %ss: %s"
                                         % (self.p["name"], self.p["timeout"], ", ".join(refs(still))))
             time.sleep(self.p["wait_sleep"])
-
-
-def _ref(pod):
-    return refs([pod])[0]
 
 
 class ActionModule(KubeAction):

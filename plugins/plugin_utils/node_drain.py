@@ -9,7 +9,8 @@ from __future__ import annotations
 MIRROR = "kubernetes.io/config.mirror"
 
 
-def _ref(pod):
+def pod_ref(pod):
+    """namespace/name of a pod, as drains report them."""
     meta = pod.get("metadata") or {}
     return "%s/%s" % (meta.get("namespace"), meta.get("name"))
 
@@ -34,10 +35,10 @@ def classify(pods, force=False, delete_emptydir_data=False):
             left.append(pod)
             continue
         if not owners and not force:
-            unmanaged.append(_ref(pod))
+            unmanaged.append(pod_ref(pod))
             continue
         if any("emptyDir" in v for v in spec.get("volumes") or []) and not delete_emptydir_data:
-            local.append(_ref(pod))
+            local.append(pod_ref(pod))
             continue
         evict.append(pod)
     if unmanaged:
@@ -49,7 +50,7 @@ def classify(pods, force=False, delete_emptydir_data=False):
 
 
 def refs(pods):
-    return [_ref(p) for p in pods]
+    return [pod_ref(p) for p in pods]
 
 
 def eviction(pod):
