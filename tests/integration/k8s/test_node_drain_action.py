@@ -23,11 +23,20 @@ def core(api_client):
     core = kubernetes.client.CoreV1Api(api_client)
     # No controller-manager makes it: pods are admitted only with their service account present.
     core.create_namespaced_service_account(NS, {"metadata": {"name": "default"}})
-    return core
+    yield core
+    # The API server is shared with the other test files of this worker: roles that count Nodes (coredns waits
+    # for its pods once a cluster has nodes) must not find these.
+    for name in NODES:
+        core.delete_node(name)
+    core.delete_collection_namespaced_pod(NS, grace_period_seconds=0)
+
+
+NODES: list[str] = []
 
 
 def node(core, name):
     core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
+    NODES.append(name)
 
 
 def pod(core, name, node_name, owner=None, labels=None):
