@@ -56,6 +56,9 @@ def _https_ok(url: str, context: ssl.SSLContext) -> bool:
         return False
 
 
+PORT_ATTEMPTS = 3
+
+
 class ApiServer(StartStop):
     """Context manager that runs etcd (TLS, client-cert auth) and kube-apiserver (TLS, Node+RBAC) on 127.0.0.1."""
 
@@ -86,11 +89,23 @@ class ApiServer(StartStop):
         started = time.monotonic()
         self.workdir = Path(tempfile.mkdtemp(prefix="kubenest-apiserver-"))
         (self.workdir / "logs").mkdir()
-        self.etcd_port, etcd_peer_port, self.port = free_ports(3)
-        self.url = f"https://127.0.0.1:{self.port}"
         self._generate_pki()
-        self._start_etcd(etcd_peer_port)
-        self._start_apiserver()
+        for attempt in range(PORT_ATTEMPTS):
+            # A port free when chosen may be taken before etcd or the API server binds it (other test
+            # workers start servers too): such a start is repeated on new ports.
+            self.etcd_port, etcd_peer_port, self.port = free_ports(3)
+            self.url = f"https://127.0.0.1:{self.port}"
+            try:
+                self._start_etcd(etcd_peer_port)
+                self._start_apiserver()
+                break
+            except RuntimeError as exc:
+                for process in (self.apiserver, self.etcd):
+                    if process is not None:
+                        process.stop()
+                shutil.rmtree(self.workdir / "etcd-data", ignore_errors=True)
+                if "address already in use" not in str(exc) or attempt == PORT_ATTEMPTS - 1:
+                    raise
         self.write_kubeconfig(self.kubeconfig, self.admin)
         self.startup_seconds = time.monotonic() - started
 
