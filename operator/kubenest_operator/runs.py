@@ -53,7 +53,7 @@ def new_run_id(namespace: str, name: str) -> str:
 
 # ansible-playbook's main process checks for finished tasks every internal_poll_interval (default 1 ms). That
 # spin takes a core's worth of CPU from the workers and the control plane starting beside them; 10 ms costs
-# each task at most that much and saved about 2 s of a virtual cluster's create on 2 cores (make bench).
+# each task at most that much and saved about 2 s of a virtual cluster's create on 2 cores (3 creates each way).
 ANSIBLE_CFG = """[defaults]
 internal_poll_interval = 0.01
 """
