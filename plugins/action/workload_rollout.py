@@ -12,7 +12,7 @@ from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_action import
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_api import KubeApiError
 
 # Reads are a few milliseconds each: poll often so that a finished rollout is seen at once.
-POLL_S = 0.5
+POLL_S = 0.25
 
 
 def _progress(workload):

@@ -63,10 +63,12 @@ class ControlPlaneSettings:
     def image(self, binary):
         return "%s/%s:%s" % (self.image_repository, binary, self.version)
 
-    def deployment(self, component, binary, options, probes, mounts, volumes, ports=None, await_kubeconfig=None):
-        """await_kubeconfig: the component's kubeconfig; unless await_apiserver is off, an init container
-        (await-ready, in the controllers' images) holds the component back until that API server is ready, so
-        it can be created together with the API server and still never exits for want of it."""
+    def deployment(self, component, binary, options, probes, mounts, volumes, ports=None, await_kubeconfig=None,
+                   await_etcd=None):
+        """await_kubeconfig: the component's kubeconfig; await_etcd: the etcd URL of the API server. Unless
+        await_apiserver is off, an init container (await-ready, in the components' images) holds the component
+        back until that API server is ready, or that etcd has a leader, so all of a virtual cluster's pods can
+        be created together and none exits for want of another."""
         volume_mounts = [{"name": name, "mountPath": path, "readOnly": True} for name, path in mounts]
         container = {"name": binary, "image": self.image(binary), "imagePullPolicy": "IfNotPresent",
                      "command": flags("/usr/local/bin/" + binary, options)}
@@ -79,18 +81,25 @@ class ControlPlaneSettings:
         container["volumeMounts"] = volume_mounts
         pod = dict(self.placement, containers=[container], volumes=volumes)
         if await_kubeconfig and self.await_apiserver:
-            conf_dir = posixpath.dirname(await_kubeconfig)
-            pod["initContainers"] = [{
-                "name": "await-apiserver", "image": self.image(binary), "imagePullPolicy": "IfNotPresent",
-                "command": ["/usr/local/bin/await-ready", "--kubeconfig=" + await_kubeconfig,
-                            "--timeout=%ds" % AWAIT_TIMEOUT],
-                "resources": {"requests": {"cpu": "10m", "memory": "16Mi"},
-                              "limits": {"cpu": "100m", "memory": "32Mi"}},
-                "volumeMounts": [m for m in volume_mounts if m["mountPath"] == conf_dir],
-            }]
+            pod["initContainers"] = [self._await("await-apiserver", binary, volume_mounts,
+                                                 posixpath.dirname(await_kubeconfig),
+                                                 ["--kubeconfig=" + await_kubeconfig])]
+        elif await_etcd and self.await_apiserver:
+            pod["initContainers"] = [self._await("await-etcd", binary, volume_mounts, ETCD_PKI, [
+                "--url=%s/health" % await_etcd.rstrip("/"), "--cacert=%s/ca.crt" % ETCD_PKI,
+                "--cert=%s/apiserver-etcd-client.crt" % ETCD_PKI, "--key=%s/apiserver-etcd-client.key" % ETCD_PKI])]
         annotations = {PKI_REVISION: self.pki_revision} if self.pki_revision else None
         return workload("Deployment", self.vc, "%s-%s" % (self.vc.name, component), component, pod,
                         pod_annotations=annotations)
+
+
+    def _await(self, name, binary, volume_mounts, mount_path, args):
+        return {
+            "name": name, "image": self.image(binary), "imagePullPolicy": "IfNotPresent",
+            "command": ["/usr/local/bin/await-ready"] + args + ["--timeout=%ds" % AWAIT_TIMEOUT],
+            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"cpu": "100m", "memory": "32Mi"}},
+            "volumeMounts": [m for m in volume_mounts if m["mountPath"] == mount_path],
+        }
 
 
 def check_gogc(value):
@@ -144,7 +153,7 @@ def apiserver_deployment(settings, etcd_endpoint, service_cidr, cluster_domain="
     if konnectivity_image:
         volumes.append(secret_volume("conf", "%s-component-kubeconfigs" % name, ["konnectivity-server.conf"]))
     deployment = settings.deployment("apiserver", "kube-apiserver", options, probes, mounts, volumes,
-                                     ports=[{"name": "https", "containerPort": 6443}])
+                                     ports=[{"name": "https", "containerPort": 6443}], await_etcd=etcd_endpoint)
     if konnectivity_image:
         konnectivity.add_to_apiserver_pod(
             deployment["spec"]["template"]["spec"], konnectivity_image, "%s-konnectivity" % name,

@@ -417,11 +417,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     k8s_tag = versions["KUBERNETES_VERSION"]
-    # await-ready: the controllers' init container waits for their API server, so all three start together.
+    # await-ready: the init container that holds the API server back until its etcd has a leader, and the
+    # controllers until their API server answers, so all start together.
     await_ready = ((build_program("await-ready", args.out / "await-ready-bin"), "usr/local/bin/await-ready"),)
-    specs = [ImageSpec("kube-apiserver", k8s_tag, args.bin_dir / "kube-apiserver")]
-    specs += [ImageSpec(name, k8s_tag, args.bin_dir / name, await_ready)
-              for name in ("kube-controller-manager", "kube-scheduler")]
+    specs = [ImageSpec(name, k8s_tag, args.bin_dir / name, await_ready)
+             for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")]
     # etcd-snapshot: backups stream out of the member's own pod, restores run as its init container.
     snapshot_tool = build_program("etcd-snapshot", args.out / "etcd-snapshot-bin")
     specs.append(ImageSpec("etcd", versions["ETCD_VERSION"], args.bin_dir / "etcd",

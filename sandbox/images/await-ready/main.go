@@ -1,11 +1,14 @@
-// await-ready: the init container of a hosted controller-manager and scheduler. It returns once the API server
-// in the component's own kubeconfig answers /readyz, so the three components can be created together without
-// the controllers exiting (and restarting) while their API server starts.
+// await-ready: the init container of a hosted control-plane component. It returns once the server the component
+// needs answers, so a virtual cluster's pods can all be created together without one exiting (and restarting)
+// while the one it depends on starts.
 //
 //	await-ready --kubeconfig FILE [--timeout 10m]
-//
-// The server and its CA come from FILE (the first cluster's `server` and `certificate-authority-data`, as the
-// collection writes them); /readyz needs no credentials.
+//	    the controller-manager and scheduler: the API server in their own kubeconfig answers /readyz. The server
+//	    and its CA come from FILE (the first cluster's `server` and `certificate-authority-data`, as the
+//	    collection writes them); /readyz needs no credentials.
+//	await-ready --url URL --cacert FILE [--cert FILE --key FILE] [--timeout 10m]
+//	    the API server: its etcd answers URL (its /health) with 200, which etcd does once the cluster has a
+//	    leader; the client certificate is the one the API server itself uses for etcd.
 package main
 
 import (
@@ -25,9 +28,17 @@ import (
 
 func main() {
 	kubeconfig := flag.String("kubeconfig", "", "the component's kubeconfig")
+	url := flag.String("url", "", "an https URL to wait for instead of the kubeconfig's /readyz")
+	caFile := flag.String("cacert", "", "with --url: the CA of its server")
+	certFile := flag.String("cert", "", "with --url: a client certificate")
+	keyFile := flag.String("key", "", "with --url: the client certificate's key")
 	timeout := flag.Duration("timeout", 10*time.Minute, "give up after this long")
 	flag.Parse()
-	if err := run(*kubeconfig, *timeout); err != nil {
+	target, err := targetOf(*kubeconfig, *url, *caFile, *certFile, *keyFile)
+	if err == nil {
+		err = run(target, *timeout)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "await-ready:", err)
 		os.Exit(1)
 	}
@@ -69,23 +80,62 @@ func cluster(path string) (string, []byte, error) {
 	return server, pem, nil
 }
 
-func run(kubeconfig string, timeout time.Duration) error {
-	if kubeconfig == "" {
-		return errors.New("--kubeconfig is required")
+// target is what to wait for: a URL and the TLS settings to reach it with.
+type target struct {
+	url string
+	tls *tls.Config
+}
+
+func targetOf(kubeconfig, url, caFile, certFile, keyFile string) (target, error) {
+	switch {
+	case (kubeconfig == "") == (url == ""):
+		return target{}, errors.New("give either --kubeconfig or --url")
+	case kubeconfig != "":
+		if caFile != "" || certFile != "" || keyFile != "" {
+			return target{}, errors.New("--cacert, --cert and --key go with --url; a kubeconfig names its CA")
+		}
+		server, caPEM, err := cluster(kubeconfig)
+		if err != nil {
+			return target{}, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(caPEM) {
+			return target{}, fmt.Errorf("%s: no CA certificate in certificate-authority-data", kubeconfig)
+		}
+		config := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		return target{strings.TrimSuffix(server, "/") + "/readyz", config}, nil
 	}
-	server, caPEM, err := cluster(kubeconfig)
+	if !strings.HasPrefix(url, "https://") || caFile == "" {
+		return target{}, errors.New("--url takes an https URL and --cacert its CA")
+	}
+	if (certFile == "") != (keyFile == "") {
+		return target{}, errors.New("--cert and --key go together")
+	}
+	caPEM, err := os.ReadFile(caFile)
 	if err != nil {
-		return err
+		return target{}, err
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(caPEM) {
-		return fmt.Errorf("%s: no CA certificate in certificate-authority-data", kubeconfig)
+		return target{}, fmt.Errorf("%s: no CA certificate", caFile)
 	}
+	config := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	if certFile != "" {
+		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return target{}, err
+		}
+		config.Certificates = []tls.Certificate{pair}
+	}
+	return target{url, config}, nil
+}
+
+func run(t target, timeout time.Duration) error {
 	client := &http.Client{
 		Timeout:   2 * time.Second,
-		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}},
+		Transport: &http.Transport{TLSClientConfig: t.tls},
 	}
-	url := strings.TrimSuffix(server, "/") + "/readyz"
+	url := t.url
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	started, lastSaid := time.Now(), time.Now()
@@ -107,7 +157,7 @@ func run(kubeconfig string, timeout time.Duration) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%s not ready after %s (%s)", url, timeout, describe(lastStatus, lastErr))
-		case <-time.After(500 * time.Millisecond):
+		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }

@@ -1,6 +1,7 @@
-"""await-ready (the controllers' init container, in their images) against a real API server: it returns once
-/readyz answers through the kubeconfig's CA, in YAML or JSON, and fails with a reason when the server never
-answers, is not the one the CA names, or the kubeconfig is unusable."""
+"""await-ready (the control-plane components' init container, in their images) against a real API server and
+etcd: it returns once /readyz answers through the kubeconfig's CA, in YAML or JSON, or once etcd's /health
+answers a client certificate it trusts, and fails with a reason when the server never answers, is not the one
+the CA names, or the kubeconfig is unusable."""
 
 from __future__ import annotations
 
@@ -29,8 +30,8 @@ def _config(apiserver) -> dict:
     return yaml.safe_load(apiserver.kubeconfig.read_text())
 
 
-def test_the_controller_images_carry_it(oci_images):
-    for image in ("kube-controller-manager", "kube-scheduler"):
+def test_the_control_plane_images_carry_it(oci_images):
+    for image in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"):
         with tarfile.open(oci_images[image]["path"]) as archive:
             layers = [m for m in archive.getmembers() if m.name.startswith("blobs/") and m.size > 1_000_000]
             names = set()
@@ -80,3 +81,34 @@ def test_an_unusable_kubeconfig_is_refused_at_once(await_ready, tmp_path, conten
     proc = _run(await_ready, path)
     assert proc.returncode == 1 and says in proc.stderr, proc.stderr
     assert not _run(await_ready, tmp_path / "missing.yaml").returncode == 0
+
+
+def _etcd(binary, apiserver, *extra, timeout="10s", client=True) -> subprocess.CompletedProcess:
+    pki = apiserver.pki_dir
+    args = [f"--url=https://127.0.0.1:{apiserver.etcd_port}/health", f"--cacert={pki / 'etcd/ca.crt'}"]
+    if client:  # the API server's own etcd client certificate, as in its pod
+        args += [f"--cert={pki / 'apiserver-etcd-client.crt'}", f"--key={pki / 'apiserver-etcd-client.key'}"]
+    return subprocess.run([str(binary), *args, *extra, f"--timeout={timeout}"], capture_output=True, text=True,
+                          timeout=60, check=False)
+
+
+def test_returns_once_etcd_answers_the_api_servers_client_certificate(await_ready, apiserver):
+    proc = _etcd(await_ready, apiserver)
+    assert proc.returncode == 0 and "/health is ready after" in proc.stdout, proc.stderr
+
+
+def test_etcd_without_a_client_certificate_is_not_taken_for_ready(await_ready, apiserver):
+    proc = _etcd(await_ready, apiserver, timeout="2s", client=False)
+    assert proc.returncode == 1 and "not ready after 2s" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    ([], "give either --kubeconfig or --url"),
+    (["--url=http://127.0.0.1:1/health", "--cacert=/dev/null"], "https URL"),
+    (["--url=https://127.0.0.1:1/health"], "--cacert"),
+    (["--url=https://127.0.0.1:1/health", "--cacert=/dev/null", "--cert=/dev/null"], "--cert and --key go together"),
+    (["--kubeconfig=/dev/null", "--cacert=/dev/null"], "go with --url"),
+])
+def test_flags_that_do_not_fit_are_refused_at_once(await_ready, args, says):
+    proc = subprocess.run([str(await_ready), *args], capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 1 and says in proc.stderr, proc.stderr

@@ -51,7 +51,7 @@ def test_manifests_are_complete_and_owned(component):
     assert pod["automountServiceAccountToken"] is False
     for forbidden in ("hostPID", "hostNetwork", "hostIPC", "securityContext"):
         assert forbidden not in pod
-    assert ("initContainers" in pod) is (component in ("controller-manager", "scheduler"))
+    assert ("initContainers" in pod) is (component != "etcd")
     assert all("securityContext" not in c for c in pod["containers"] + pod.get("initContainers", []))
     assert all(v.get("secret") or "emptyDir" in v for v in pod["volumes"])
     json.dumps(manifest)
@@ -251,8 +251,20 @@ def test_the_controllers_wait_for_their_api_server_with_their_kubeconfig_only(co
     assert init["resources"]["limits"]  # bounded like every other container
 
 
-@pytest.mark.parametrize("component", ["controller-manager", "scheduler"])
-def test_without_await_apiserver_the_controllers_start_plainly(component):
+def test_the_api_server_waits_for_a_leader_of_its_etcd_with_its_own_etcd_client_certificate():
+    pod = hosted_manifest("apiserver", VC, SETTINGS)["spec"]["template"]["spec"]
+    (init,) = pod["initContainers"]
+    assert init["name"] == "await-etcd" and init["image"] == pod["containers"][0]["image"]
+    assert init["command"] == ["/usr/local/bin/await-ready", "--url=https://10.96.0.20:2379/health",
+                               "--cacert=/etc/kubernetes/etcd/ca.crt",
+                               "--cert=/etc/kubernetes/etcd/apiserver-etcd-client.crt",
+                               "--key=/etc/kubernetes/etcd/apiserver-etcd-client.key", "--timeout=600s"]
+    assert init["volumeMounts"] == [{"name": "etcd", "mountPath": "/etc/kubernetes/etcd", "readOnly": True}]
+    assert init["resources"]["limits"]
+
+
+@pytest.mark.parametrize("component", ["apiserver", "controller-manager", "scheduler"])
+def test_without_await_apiserver_the_components_start_plainly(component):
     pod = hosted_manifest(component, VC, dict(SETTINGS, await_apiserver=False))["spec"]["template"]["spec"]
     assert "initContainers" not in pod
     with pytest.raises(AnsibleFilterError, match="await_apiserver must be true or false"):
