@@ -46,6 +46,8 @@ def classify(role: str, path: str, task: str, current: str) -> str:
     if role == "control_plane":
         if task.startswith("Control-plane Deployments"):
             return "apiserver Ready" if "apiserver" in task else "controllers Ready"
+        if tasks_file == "hosted_controllers_ready.yml":
+            return "controllers Ready"
         if tasks_file in ROLLOUT_FILES or task.startswith(("Wait until tenants", "Report")):
             return current
         return "control-plane PKI and kubeconfigs"

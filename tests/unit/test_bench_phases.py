@@ -129,3 +129,9 @@ def test_node_promotion_time_is_charged_to_its_steps(tmp_path):
         (runs / f"{e['counter']}.json").write_text(json.dumps(e))
     assert phases.node_steps(runs) == [("Drain", 5.0), ("Reset", 3.0), ("Ready", 3.0)]
     assert phases.node_steps(runs, "kn-w2") == [("Drain", 0.5)]
+
+
+def test_the_controllers_waited_for_after_the_tenants_objects_are_their_own_phase():
+    path = "roles/control_plane/tasks/hosted_controllers_ready.yml:4"
+    assert phases.classify("control_plane", path, "Wait until the controllers are available",
+                           "add-ons (pod network, DNS)") == "controllers Ready"
