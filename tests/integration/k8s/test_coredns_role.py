@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 
 import kubernetes
 
@@ -60,3 +61,36 @@ def test_bad_settings_fail_before_anything_changes(tmp_path, apiserver, api_clie
     assert "[kubenest:permanent:InvalidRequest] cluster DNS: cluster domain" in json.dumps(result.data)
     core = kubernetes.client.CoreV1Api(api_client)
     assert not core.list_namespaced_config_map("kube-system", label_selector="run=refused").items
+
+
+def test_a_deployment_available_without_a_ready_pod_is_not_a_dns_that_answers(tmp_path, apiserver, api_client):
+    """With one replica and maxUnavailable 1 the Deployment controller reports Available with no pod ready; the
+    role waits for a ready replica instead. Here the test writes that status, as the controller would."""
+    core, apps = kubernetes.client.CoreV1Api(api_client), kubernetes.client.AppsV1Api(api_client)
+    node = core.create_node({"metadata": {"name": "dns-node-without-kubelet"}})
+    stop = threading.Event()
+
+    def controller_says_available():
+        while not stop.is_set():
+            try:
+                current = apps.read_namespaced_deployment("coredns", "kube-system")
+                apps.patch_namespaced_deployment_status("coredns", "kube-system", {"status": {
+                    "observedGeneration": current.metadata.generation, "replicas": 1, "updatedReplicas": 1,
+                    "unavailableReplicas": 1,
+                    "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}]}})
+            except kubernetes.client.ApiException:
+                pass
+            stop.wait(0.3)
+
+    writer = threading.Thread(target=controller_says_available, daemon=True)
+    writer.start()
+    try:
+        playbook, inventory = _play(tmp_path, apiserver, coredns_wait_timeout=3)
+        result = run_playbook(playbook, inventory, tmp_path / "cp")
+    finally:
+        stop.set()
+        writer.join(5)
+        core.delete_node(node.metadata.name)
+    assert result.rc != 0
+    expected = "Deployment kube-system/coredns is not rolled out after 3 s: 0 of 1 replicas ready"
+    assert expected in json.dumps(result.data)
