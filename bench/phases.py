@@ -44,6 +44,8 @@ def classify(role: str, path: str, task: str, current: str) -> str:
     if role == "etcd":
         return "etcd Ready" if task in ETCD_READY else "etcd PKI and objects"
     if role == "control_plane":
+        if tasks_file == "hosted_prepare.yml":  # the include of the Deployments, applied while etcd starts
+            return "control-plane PKI and kubeconfigs"
         if task.startswith("Control-plane Deployments"):
             return "apiserver Ready" if "apiserver" in task else "controllers Ready"
         if tasks_file == "hosted_controllers_ready.yml":

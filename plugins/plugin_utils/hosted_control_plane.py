@@ -35,8 +35,10 @@ ETCD_PKI = "/etc/kubernetes/etcd"
 CONF = "/etc/kubernetes/conf"
 FILES = Files(PKI, ETCD_PKI + "/ca.crt", ETCD_PKI + "/apiserver-etcd-client.crt",
               ETCD_PKI + "/apiserver-etcd-client.key", CONF)
-# How long the controllers' init container waits for their API server before the pod fails (and is retried).
-AWAIT_TIMEOUT = 600
+# How long an init container waits (the API server for etcd, the controllers for it) before the pod fails. A day:
+# the pods are created while etcd starts, and an init container that had failed twice during a long etcd outage
+# would look crash-looping to the rollout wait of the next run. That wait bounds how long a run waits.
+AWAIT_TIMEOUT = 86400
 # Pod template annotation that follows the certificates: a re-issued one rolls the component.
 PKI_REVISION = "kubenest.kosmos.io/pki-revision"
 APISERVER_PKI_KEYS = ["ca.crt", "apiserver.crt", "apiserver.key", "apiserver-kubelet-client.crt",
@@ -91,7 +93,6 @@ class ControlPlaneSettings:
         annotations = {PKI_REVISION: self.pki_revision} if self.pki_revision else None
         return workload("Deployment", self.vc, "%s-%s" % (self.vc.name, component), component, pod,
                         pod_annotations=annotations)
-
 
     def _await(self, name, binary, volume_mounts, mount_path, args):
         return {

@@ -135,3 +135,9 @@ def test_the_controllers_waited_for_after_the_tenants_objects_are_their_own_phas
     path = "roles/control_plane/tasks/hosted_controllers_ready.yml:4"
     assert phases.classify("control_plane", path, "Wait until the controllers are available",
                            "add-ons (pod network, DNS)") == "controllers Ready"
+
+
+def test_the_deployments_applied_while_etcd_starts_are_part_of_the_control_planes_preparation():
+    path = "roles/control_plane/tasks/hosted_prepare.yml:164"
+    assert phases.classify("control_plane", path, "Control-plane Deployments, started with etcd",
+                           "control-plane PKI and kubeconfigs") == "control-plane PKI and kubeconfigs"

@@ -246,7 +246,7 @@ def test_the_controllers_wait_for_their_api_server_with_their_kubeconfig_only(co
     (init,) = pod["initContainers"]
     assert init["image"] == pod["containers"][0]["image"]  # await-ready ships in the component's image
     assert init["command"] == ["/usr/local/bin/await-ready", f"--kubeconfig=/etc/kubernetes/conf/{conf}",
-                               "--timeout=600s"]
+                               "--timeout=86400s"]
     assert init["volumeMounts"] == [{"name": "conf", "mountPath": "/etc/kubernetes/conf", "readOnly": True}]
     assert init["resources"]["limits"]  # bounded like every other container
 
@@ -258,7 +258,7 @@ def test_the_api_server_waits_for_a_leader_of_its_etcd_with_its_own_etcd_client_
     assert init["command"] == ["/usr/local/bin/await-ready", "--url=https://10.96.0.20:2379/health",
                                "--cacert=/etc/kubernetes/etcd/ca.crt",
                                "--cert=/etc/kubernetes/etcd/apiserver-etcd-client.crt",
-                               "--key=/etc/kubernetes/etcd/apiserver-etcd-client.key", "--timeout=600s"]
+                               "--key=/etc/kubernetes/etcd/apiserver-etcd-client.key", "--timeout=86400s"]
     assert init["volumeMounts"] == [{"name": "etcd", "mountPath": "/etc/kubernetes/etcd", "readOnly": True}]
     assert init["resources"]["limits"]
 
