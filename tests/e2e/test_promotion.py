@@ -370,6 +370,8 @@ def _budgeted_pair_on(api, nodes: tuple[str, str], spare: str) -> None:
     replacement, which only `spare` can take."""
     core, apps = k8s.CoreV1Api(api), k8s.AppsV1Api(api)
     labels = {"app": "budgeted"}
+    for node in (*nodes, spare):  # a node an earlier test returned may still be joining the host again
+        wait_for(lambda node=node: host_node_ready(api, node), 300, f"{node} Ready in the host")
     core.patch_node(spare, {"spec": {"unschedulable": True}})
     try:
         apart = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
