@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from sandbox.machines.config import REPO_ROOT, from_env
+from sandbox.machines.config import NETWORK_VARS, REPO_ROOT, from_env
 from sandbox.machines.errors import SandboxError
 
 from . import pod_routes
@@ -41,8 +41,7 @@ def write_vars(sb, bin_dir: str, images_dir: str) -> None:
         "kubenest_service_cidr": service_cidr,
         "kubenest_pod_cidr": pod_cidr,
         "kubenest_pod_network": "cilium",
-        # Nothing outside the sandbox's own network may be reached: names outside the cluster get NXDOMAIN.
-        "kubenest_dns_upstream": [],
+        **NETWORK_VARS,
     }
     (sb.state_dir / "group_vars").mkdir(exist_ok=True)
     (sb.state_dir / "host_vars").mkdir(exist_ok=True)

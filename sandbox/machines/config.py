@@ -22,6 +22,10 @@ AGENT_PORT = 7443
 # Linux interface names are at most 15 characters; nspawn names the host end of a veth "vb-<machine>".
 IFNAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,14}$")
 MACHINE_NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,10}[a-z0-9])?$")
+# What every run on the sandbox's machines is told about their network (site, group or extra variables):
+# nothing outside it may be reached, so names outside a cluster get NXDOMAIN at once; and the machines have no
+# default route, from which a pod network would learn the MTU of their interface (the bridge's veths).
+NETWORK_VARS = {"kubenest_dns_upstream": [], "kubenest_node_mtu": 1500}
 
 
 @dataclass(frozen=True)

@@ -139,6 +139,9 @@ def test_pods_on_two_workers_reach_each_other_and_a_node_port_answers(cluster):
     assert f"host={b.metadata.name}" in answer and f"node={b.spec.node_name}" in answer
     for node in sb.nodes:
         assert "host=echo-" in _get(f"http://{node.ip}:{node_port}/")
+    # Pods get the MTU of the machines' interface (kubenest_node_mtu), not Cilium's 65520 fallback for a node
+    # without a default route, which connections leaving the node cannot keep.
+    assert set(on_node(sb, a.spec.node_name, "cat /sys/class/net/lxc*/mtu").split()) == {"1500"}
 
 
 def _resolve(pod, name: str) -> tuple[int, str]:

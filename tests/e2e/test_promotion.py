@@ -176,6 +176,10 @@ def test_seed_cr_promotes_a_worker_that_serves_the_tenant(promoting):
     cluster_ip = k8s.CoreV1Api(tenant).read_namespaced_service("web", "default").spec.cluster_ip
     assert "host=web-" in _get(f"http://198.18.0.12:{port}/fetch?url=http://{cluster_ip}/")  # from a tenant pod
 
+    # Pods get the MTU of the node's interface (kubenest_node_mtu: the sandbox's machines have no default route to
+    # detect it from), not Cilium's 65520 fallback, with which their first connections off the node stall.
+    assert set(on_node(sb, "kn-w1", "cat /sys/class/net/lxc*/mtu").split()) == {"1500"}
+
     # The tenant's DNS, through the `kubernetes` Service at the tenant's endpoint (never its host pod IP).
     addons = condition(vc, "AddonsReady")
     assert addons["status"] == "True", addons

@@ -18,6 +18,7 @@ from cryptography import x509
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
+from sandbox.machines.config import NETWORK_VARS
 from tests.support.virtualclusters import REPO_ROOT, tenant_client
 
 # Files that hold a cluster's credentials on a node.
@@ -111,7 +112,7 @@ class PlainPlaybook:
         request = {"kubenest_host_kubeconfig": str(self.sb.state_dir / "kubeconfig"),
                    "kubenest_images_dir": str(images_dir(self.sb)),
                    "kubenest_agent_ca_path": str(self.sb.state_dir / "pki" / "ca"),
-                   "kubenest_dns_upstream": [], **extra,  # no resolver outside the sandbox may be reached
+                   **NETWORK_VARS, **extra,
                    "virtualcluster": {"namespace": self.namespace, "name": self.name, "uid": "", "state": state,
                                       "spec": spec}}
         self.vars_file.write_text(json.dumps(request))
