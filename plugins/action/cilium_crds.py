@@ -69,6 +69,7 @@ def apply_all(api, crds, dry_run):
 class ActionModule(KubeAction):
     ARGUMENT_SPEC = dict(
         crds_file=dict(type="path", required=True),
+        wait=dict(type="bool", default=True),
         timeout=dict(type="float", default=60.0),
     )
 
@@ -80,7 +81,7 @@ class ActionModule(KubeAction):
         todo = cilium.crds_to_register(crds, registered)
         names = [crd["metadata"]["name"] for crd in todo]
         apply_all(api, todo, check_mode)
-        if todo and not check_mode:
+        if todo and args["wait"] and not check_mode:
             deadline = time.monotonic() + args["timeout"]
             pending = list(names)
             while pending:

@@ -16,7 +16,7 @@ description:
     would, so the agent finds them at once.
   - Reads the definitions of one Cilium release from O(crds_file) on the controller, labels each with
     C(io.cilium.k8s.crd.schema.version) as the operator does, applies those missing or labelled with another
-    version, and waits until they are Established.
+    version, and waits until they are Established unless O(wait) is off.
   - CRDs already labelled with this version are not sent again; a converge costs one list of CRD metadata.
   - Runs as an action on the controller, so a task costs its requests only.
 author:
@@ -30,6 +30,14 @@ options:
         release's C(pkg/k8s/apis/cilium.io/client/crds) tree and C(CustomResourceDefinitionSchemaVersion).
     type: path
     required: true
+  wait:
+    description:
+      - Wait until the applied CRDs are Established.
+      - Off, the task returns once the API server has stored them; Cilium's agent and operator wait for the
+        CRDs they use themselves, so a cluster whose nodes join later loses nothing, and the task does not
+        stand in the way of the work after it (about 2 s for the release's 22 CRDs on a busy API server).
+    type: bool
+    default: true
   timeout:
     description: Seconds to wait for the applied CRDs to be Established.
     type: float
@@ -53,6 +61,12 @@ EXAMPLES = r"""
   kosmos.kubenest.cilium_crds:
     kubeconfig: tenant-admin.conf
     crds_file: /var/lib/kubenest/images/cilium-crds.json
+
+- name: Cilium's CRDs, left for the agents to wait for
+  kosmos.kubenest.cilium_crds:
+    kubeconfig: tenant-admin.conf
+    crds_file: /var/lib/kubenest/images/cilium-crds.json
+    wait: false
 """
 
 RETURN = r"""

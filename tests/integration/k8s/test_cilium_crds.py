@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 import kubernetes
 import pytest
@@ -36,9 +37,9 @@ def crds_file(oci_images):
     return path
 
 
-def _run(tmp_path, api, crds_file, *args):
+def _run(tmp_path, api, crds_file, *args, **options):
     tasks = [{"name": "crds", "kosmos.kubenest.cilium_crds": {"kubeconfig": str(api.kubeconfig),
-                                                              "crds_file": str(crds_file)}}]
+                                                              "crds_file": str(crds_file), **options}}]
     playbook = write_play(tmp_path / "crds.yml", tasks, hosts="localhost", connection="local")
     inventory = tmp_path / "hosts"
     inventory.write_text(f"localhost ansible_python_interpreter={sys.executable}\n")
@@ -91,6 +92,31 @@ def test_a_crd_of_another_schema_version_is_updated(cluster, crds_file, tmp_path
     release = json.loads(crds_file.read_text())
     assert ext.read_custom_resource_definition("ciliumnodes.cilium.io").metadata.labels[LABEL] == \
         release["schemaVersion"]
+
+
+def test_without_wait_it_returns_once_stored_and_they_become_established(cluster, crds_file, tmp_path):
+    api, client = cluster
+    ext = kubernetes.client.ApiextensionsV1Api(client)
+    ext.delete_custom_resource_definition("ciliumnodes.cilium.io")
+    _wait_gone(ext, "ciliumnodes.cilium.io")
+    result, task = _run(tmp_path, api, crds_file, wait=False)
+    assert result.rc == 0 and task["registered"] == ["ciliumnodes.cilium.io"], json.dumps(task)[-2000:]
+    # what the agent does: wait for the kind to be served
+    deadline = time.monotonic() + 60
+    while not _established(ext.read_custom_resource_definition("ciliumnodes.cilium.io")):
+        assert time.monotonic() < deadline, "ciliumnodes.cilium.io not Established within 60 s"
+        time.sleep(0.2)
+
+
+def _established(crd) -> bool:
+    return any(c.type == "Established" and c.status == "True" for c in (crd.status.conditions or []))
+
+
+def _wait_gone(ext, name: str) -> None:
+    deadline = time.monotonic() + 60
+    while name in {c.metadata.name for c in ext.list_custom_resource_definition().items}:
+        assert time.monotonic() < deadline, f"{name} still there after 60 s"
+        time.sleep(0.2)
 
 
 @pytest.mark.parametrize(("content", "message"), [
