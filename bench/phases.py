@@ -50,7 +50,7 @@ def classify(role: str, path: str, task: str, current: str) -> str:
             return "apiserver Ready" if "apiserver" in task else "controllers Ready"
         if tasks_file == "hosted_controllers_ready.yml":
             return "controllers Ready"
-        if tasks_file in ROLLOUT_FILES or task.startswith(("Wait until tenants", "Report")):
+        if tasks_file in ROLLOUT_FILES or task.startswith("Report"):
             return current
         return "control-plane PKI and kubeconfigs"
     if role == "node_promote":

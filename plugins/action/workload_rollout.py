@@ -4,7 +4,10 @@
 
 from __future__ import annotations
 
+import ssl
 import time
+import urllib.error
+import urllib.request
 
 from ansible.errors import AnsibleActionFail
 from ansible_collections.kosmos.kubenest.plugins.module_utils.rollout import pod_problem, rolled_out, unschedulable
@@ -13,6 +16,30 @@ from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_api import Ku
 
 # Reads are a few milliseconds each: poll often so that a finished rollout is seen at once.
 POLL_S = 0.25
+# Once rolled out only the URL is left to answer: connection attempts that are refused cost nothing.
+REACH_POLL_S = 0.1
+REACH_ATTEMPT_S = 2
+
+
+def _opener():
+    """Reachability only: the certificate is not checked (clients pin their CA) and no proxy stands between."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return urllib.request.build_opener(urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context))
+
+
+def answers(opener, url):
+    """(True, None) when `url` answers 200, else (False, what it did instead)."""
+    try:
+        with opener.open(url, timeout=REACH_ATTEMPT_S) as response:
+            return (response.status == 200), "HTTP %d" % response.status
+    except urllib.error.HTTPError as exc:
+        return False, "HTTP %d" % exc.code
+    except urllib.error.URLError as exc:
+        return False, str(exc.reason)
+    except (OSError, ValueError) as exc:
+        return False, str(exc) or type(exc).__name__
 
 
 def _progress(workload):
@@ -26,6 +53,15 @@ class _Rollout:
     def __init__(self, api, args):
         self.api, self.p = api, args
         self.unschedulable_since = {}
+        self.url = args.get("reachable_url")
+        self.opener = _opener() if self.url else None
+        self.unreachable = None  # what the URL did at the last attempt
+
+    def reachable(self):
+        if not self.url:
+            return True
+        found, self.unreachable = answers(self.opener, self.url)
+        return found
 
     def workload(self):
         found = self.api.get("apps/v1", self.p["kind"], self.p["name"], self.p["namespace"])
@@ -59,19 +95,28 @@ class _Rollout:
         while True:
             workload = self.workload()
             waited = round(time.monotonic() - started, 1)
-            if rolled_out(workload):
-                return dict(changed=False, rolled_out=True, waited=waited)
+            done = rolled_out(workload)
+            if done and self.reachable():
+                return dict(changed=False, rolled_out=True, waited=waited, **self.reach_result(True))
             if workload is not None:
                 stuck = self.problem(workload)
                 if stuck:
                     return dict(failed=True, msg="%s cannot come up: pod %s: %s" % (what, stuck[0], stuck[1]),
                                 changed=False, rolled_out=False, pod=stuck[0], problem=stuck[1], waited=waited)
             if check_mode:
-                return dict(changed=False, rolled_out=False, waited=waited)
+                return dict(changed=False, rolled_out=done, waited=waited, **self.reach_result(False))
             if time.monotonic() >= deadline:
-                message = "%s is not rolled out after %d s: %s" % (what, self.p["timeout"], _progress(workload))
-                return dict(failed=True, changed=False, rolled_out=False, waited=waited, msg=message)
-            time.sleep(POLL_S)
+                if done:
+                    message = "%s is rolled out but %s does not answer after %d s: %s" % (
+                        what, self.url, self.p["timeout"], self.unreachable)
+                else:
+                    message = "%s is not rolled out after %d s: %s" % (what, self.p["timeout"], _progress(workload))
+                return dict(failed=True, changed=False, rolled_out=done, waited=waited, msg=message,
+                            **self.reach_result(False))
+            time.sleep(REACH_POLL_S if done else POLL_S)
+
+    def reach_result(self, reachable):
+        return dict(reachable=reachable) if self.url else {}
 
 
 class ActionModule(KubeAction):
@@ -82,12 +127,16 @@ class ActionModule(KubeAction):
         timeout=dict(type="int", default=300),
         crash_restarts=dict(type="int", default=2),
         unschedulable_after=dict(type="int", default=15),
+        reachable_url=dict(type="str"),
     )
 
     def act(self, api, args, check_mode):
         negative = sorted(k for k in ("timeout", "crash_restarts", "unschedulable_after") if args[k] < 0)
         if negative:
             raise AnsibleActionFail("%s must not be negative" % ", ".join(negative))
+        url = args.get("reachable_url")
+        if url is not None and not url.startswith(("https://", "http://")):
+            raise AnsibleActionFail("reachable_url must be an http:// or https:// URL, not %r" % (url,))
         try:
             return _Rollout(api, args).run(check_mode)
         except KubeApiError as exc:

@@ -46,6 +46,14 @@ options:
     description: Seconds a pod may stay unschedulable before the wait gives up.
     type: int
     default: 15
+  reachable_url:
+    description:
+      - An C(http://) or C(https://) URL that must answer 200 as well before the wait ends, such as an API
+        server's C(/readyz) at the address its clients use (a NodePort answers only once the ready pod is
+        behind it).
+      - Tried whenever the workload is rolled out, every 0.1 s, each attempt for at most 2 s. Reachability
+        only, the way its clients come: its certificate is not checked (they pin their CA) and no proxy is used.
+    type: str
 attributes:
   check_mode:
     support: full
@@ -67,6 +75,13 @@ EXAMPLES = r"""
     name: vc1-etcd
     namespace: tenants
     timeout: 300
+
+- name: Wait until the API server is rolled out and answers at its NodePort
+  kosmos.kubenest.workload_rollout:
+    kind: Deployment
+    name: vc1-apiserver
+    namespace: tenants
+    reachable_url: https://192.0.2.10:31443/readyz
 """
 
 RETURN = r"""
@@ -82,6 +97,10 @@ pod:
   description: The pod that cannot start.
   returned: failure
   type: str
+reachable:
+  description: Whether O(reachable_url) answered 200.
+  returned: when O(reachable_url) is given
+  type: bool
 waited:
   description: Seconds waited.
   returned: always

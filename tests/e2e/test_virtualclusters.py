@@ -112,6 +112,8 @@ def test_virtual_cluster_becomes_ready_and_the_tenant_can_use_it(operator):
     restarts = {p.metadata.name: sum(c.restart_count for c in p.status.container_statuses or []) for p in pods}
     assert restarts and not any(restarts.values()), restarts
     assert vc["status"]["kubernetesVersion"] == pinned_versions()["KUBERNETES_VERSION"]
+    # Its only etcd member takes connections as soon as it listens (no readiness probe period in between).
+    assert k8s.CoreV1Api(api).read_namespaced_service("alpha-etcd", NS).spec.publish_not_ready_addresses
 
 
 def test_no_run_artifact_and_no_status_holds_key_material(operator):
@@ -308,6 +310,8 @@ def test_three_etcd_members_keep_the_tenant_serving_while_one_is_gone(operator):
     assert sorted(p.metadata.name for p in pods) == ["trio-etcd-0", "trio-etcd-1", "trio-etcd-2"]
     claims = core.list_namespaced_persistent_volume_claim(NS, label_selector=selector).items
     assert len({c.spec.volume_name for c in claims}) == 3  # a volume of its own for each member
+    # Several members: only ready ones take the API server's connections.
+    assert not core.read_namespaced_service("trio-etcd", NS).spec.publish_not_ready_addresses
     tenant, _config = tenant_client(trio, api)
     tenant_core = k8s.CoreV1Api(tenant)
     tenant_core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name="team-b")))

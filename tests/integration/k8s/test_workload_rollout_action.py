@@ -8,6 +8,7 @@ import kubernetes
 import pytest
 
 from tests.support.playbook import run_module
+from tests.support.procs import free_ports
 from tests.support.virtualclusters import ensure_namespace
 
 NS = "rollout-action"
@@ -42,6 +43,31 @@ def test_a_rolled_out_status_ends_the_wait(apiserver, apps):
         "availableReplicas": 1}})
     rc, result = rollout(apiserver, "done", timeout=30)
     assert rc == 0 and result["rolled_out"] and not result["changed"], result
+
+
+def rolled_out_deployment(apps, name):
+    made = apps.create_namespaced_deployment(NS, deployment(name))
+    apps.patch_namespaced_deployment_status(name, NS, {"status": {
+        "observedGeneration": made.metadata.generation, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1,
+        "availableReplicas": 1}})
+
+
+def test_a_reachable_url_must_answer_too(apiserver, apps):
+    rolled_out_deployment(apps, "reached")
+    rc, result = rollout(apiserver, "reached", timeout=30, reachable_url=f"{apiserver.url}/readyz")
+    assert rc == 0 and result["rolled_out"] and result["reachable"], result
+    # Nothing listens there: the wait goes on until its timeout and says what the URL did.
+    (port,) = free_ports(1)
+    url = f"https://127.0.0.1:{port}/readyz"
+    rc, result = rollout(apiserver, "reached", timeout=1, reachable_url=url)
+    assert rc != 0 and result["rolled_out"] and not result["reachable"], result
+    assert result["msg"].startswith(f"Deployment {NS}/reached is rolled out but {url} does not answer after 1 s: ")
+    assert "refused" in result["msg"], result
+    # A status other than 200 is not an answer (an API server that cannot serve yet says 403 or 500).
+    rc, result = rollout(apiserver, "reached", timeout=1, reachable_url=f"{apiserver.url}/no-such-path")
+    assert rc != 0 and result["msg"].endswith(": HTTP 403"), result  # anonymous, beyond /readyz
+    rc, result = rollout(apiserver, "reached", timeout=1, reachable_url="ftp://127.0.0.1/")
+    assert rc != 0 and result["msg"] == "reachable_url must be an http:// or https:// URL, not 'ftp://127.0.0.1/'"
 
 
 def test_a_timeout_says_how_far_it_got_and_a_missing_workload_is_named(apiserver, apps):
