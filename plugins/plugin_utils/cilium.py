@@ -195,7 +195,8 @@ def agent_daemonset(image, api_host, api_port, resources=None, cni_bin_dir=CNI_B
             "resources": container_resources(resources or DEFAULT_AGENT_RESOURCES),
             "volumeMounts": mounts,
             "terminationMessagePolicy": "FallbackToLogsOnError",
-            "startupProbe": _health_probe(HEALTH_PORT, period=2, failures=150),
+            # Every second while it starts: a new node's pods wait for the agent (at most 300 s, as before).
+            "startupProbe": _health_probe(HEALTH_PORT, period=1, failures=300),
             "readinessProbe": _health_probe(HEALTH_PORT, period=5, failures=3),
             "livenessProbe": _health_probe(HEALTH_PORT, period=10, failures=10),
         }],
