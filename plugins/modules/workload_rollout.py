@@ -51,8 +51,9 @@ options:
       - An C(http://) or C(https://) URL that must answer 200 as well before the wait ends, such as an API
         server's C(/readyz) at the address its clients use (a NodePort answers only once the ready pod is
         behind it).
-      - Tried whenever the workload is rolled out, every 0.1 s, each attempt for at most 2 s. Reachability
-        only, the way its clients come: its certificate is not checked (they pin their CA) and no proxy is used.
+      - Tried whenever the workload is rolled out, every 0.1 s, each attempt for at most 2 s. This checks
+        reachability only, the way its clients come, so its certificate is not checked (they pin their CA)
+        and no proxy is used.
     type: str
 attributes:
   check_mode:
