@@ -30,7 +30,7 @@ def _opener():
 
 
 def answers(opener, url):
-    """(True, None) when `url` answers 200, else (False, what it did instead)."""
+    """Whether `url` answered 200, and what it answered or why it did not."""
     try:
         with opener.open(url, timeout=REACH_ATTEMPT_S) as response:
             return (response.status == 200), "HTTP %d" % response.status
