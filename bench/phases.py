@@ -15,7 +15,7 @@ from pathlib import Path
 PHASES = ["checks and ownership", "etcd PKI and objects", "etcd Ready", "control-plane PKI and kubeconfigs",
           "apiserver Ready", "controllers Ready", "tenant kubeconfig and node prerequisites",
           "nodes (claim, promote, report)", "add-ons (pod network, DNS)", "other"]
-ETCD_READY = {"The etcd StatefulSet", "Wait for etcd", "Wait until etcd is ready",
+ETCD_READY = {"The etcd StatefulSet, behind its NetworkPolicy", "Wait for etcd", "Wait until etcd is ready",
               "Remove the snapshot chunks the members were restored from"}
 TENANT_FILES = {"tenant_access.yml", "tenant_prepare.yml"}
 ROLLOUT_FILES = {"hosted_rollout.yml", "rollout_group.yml"}

@@ -4,9 +4,19 @@
 
 from __future__ import annotations
 
+import queue
+from concurrent.futures import ThreadPoolExecutor
+
 from ansible.errors import AnsibleActionFail
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_action import KubeAction, plain
-from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_api import FIELD_MANAGER, comparable
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_api import FIELD_MANAGER, KubeApi, comparable
+
+# Requests of one call in flight at once: each round trip is mostly waiting for the server's storage.
+APPLY_WORKERS = 4
+# Kinds applied before the rest (others may live in them, be defined by them or be let in by them), and
+# workloads after the rest, whose pods then find their configuration, identities and policies in place.
+_FIRST_KINDS = frozenset(("Namespace", "CustomResourceDefinition", "NetworkPolicy", "PriorityClass"))
+_LAST_KINDS = frozenset(("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Pod", "Job", "CronJob"))
 
 
 def _objects(definition, namespace):
@@ -23,6 +33,11 @@ def _objects(definition, namespace):
             meta["namespace"] = namespace
         objects.append(obj)
     return objects
+
+
+def _wave(obj):
+    kind = obj["kind"]
+    return 0 if kind in _FIRST_KINDS else 2 if kind in _LAST_KINDS else 1
 
 
 def _ref(obj):
@@ -74,14 +89,37 @@ class ActionModule(KubeAction):
 
     @staticmethod
     def _present(api, objects, args, check_mode):
-        applied, changed = [], False
-        for obj in objects:
-            before = api.get(*_ref(obj))
-            after = api.apply(obj, dry_run=check_mode, force=args["force_conflicts"],
-                              field_manager=args["field_manager"])
-            if before is None or comparable(before) != comparable(after):
-                changed = True
-            applied.append(after)
+        """Applies wave by wave (_wave); the objects of one wave go out together, each request on a connection
+        no other request uses meanwhile. The result lists them in the order given."""
+        idle = queue.SimpleQueue()
+        extra = [KubeApi(api.connection, timeout=api.timeout, resources=api.resources)
+                 for _worker in range(min(APPLY_WORKERS, len(objects)) - 1)]
+        for client in [api] + extra:
+            idle.put(client)
+
+        def apply_one(obj):
+            client = idle.get()
+            try:
+                before = client.get(*_ref(obj))
+                after = client.apply(obj, dry_run=check_mode, force=args["force_conflicts"],
+                                     field_manager=args["field_manager"])
+            finally:
+                idle.put(client)
+            return after, before is None or comparable(before) != comparable(after)
+
+        applied = [None] * len(objects)
+        changed = False
+        try:
+            with ThreadPoolExecutor(max_workers=1 + len(extra)) as pool:
+                for wave in (0, 1, 2):
+                    indexes = [i for i, obj in enumerate(objects) if _wave(obj) == wave]
+                    futures = [pool.submit(apply_one, objects[i]) for i in indexes]
+                    for i, future in zip(indexes, futures, strict=True):
+                        applied[i], object_changed = future.result()
+                        changed = changed or object_changed
+        finally:
+            for client in extra:
+                client.close()
         out = {"changed": changed, "objects": applied}
         if len(applied) == 1:
             out["result"] = applied[0]

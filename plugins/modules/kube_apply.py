@@ -12,6 +12,10 @@ version_added: 1.3.0
 description:
   - Applies each object of O(definition) with server-side apply (field manager C(kosmos.kubenest), conflicts
     forced), or deletes it with O(state=absent).
+  - Objects are applied in three waves, up to four requests at once within a wave. First Namespaces,
+    CustomResourceDefinitions, NetworkPolicies and PriorityClasses; last the workloads (Deployments,
+    StatefulSets, DaemonSets, ReplicaSets, Pods, Jobs, CronJobs); everything else between them. A workload's
+    pods therefore start with their configuration, identity and policies in place.
   - O(state=patched) sends O(definition) as a JSON merge patch to the one object named by O(kind) and O(name)
     (C(null) removes a field); an object that does not exist is no change, with an empty RV(result).
   - Runs as an action on the controller and needs no Python package beyond what Ansible has; no module process

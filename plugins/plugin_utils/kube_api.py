@@ -207,11 +207,12 @@ class _HTTPSConnection(http.client.HTTPSConnection):
 class KubeApi:
     """Requests against one API server over one kept-alive connection."""
 
-    def __init__(self, connection, timeout=30.0):
+    def __init__(self, connection, timeout=30.0, resources=None):
         self.connection = connection
         self.timeout = timeout
         self._conn = None
-        self._resources = {}
+        # Discovery answers by group-version; clients of one server may share them (resources=).
+        self.resources = {} if resources is None else resources
 
     def close(self):
         if self._conn is not None:
@@ -281,15 +282,15 @@ class KubeApi:
 
     # Discovery of one group-version tells a kind's resource name and whether it lives in a namespace.
     def resource(self, api_version, kind):
-        if api_version not in self._resources:
+        if api_version not in self.resources:
             prefix = "/api/" if "/" not in api_version else "/apis/"
             listing = self.request("GET", prefix + api_version, ok_missing=True)
             if listing is None:
                 raise KubeApiError("the API server serves no %s" % api_version, status=404)
-            self._resources[api_version] = {
+            self.resources[api_version] = {
                 r["kind"]: (r["name"], r["namespaced"]) for r in listing.get("resources", []) if "/" not in r["name"]}
         try:
-            return self._resources[api_version][kind]
+            return self.resources[api_version][kind]
         except KeyError:
             hint = " (api_version names the group too, e.g. apps/v1)" if "/" not in api_version else ""
             raise KubeApiError("the API server serves no kind %s in %s%s" % (kind, api_version, hint),

@@ -28,7 +28,8 @@ RUN = [
     event(1, 0, name="playbook_on_start"),
     event(2, 1, task="Check the request"),
     event(3, 2, role="etcd", path="roles/etcd/tasks/hosted.yml:3", task="Issue or reuse the etcd PKI"),
-    event(4, 4, role="etcd", path="roles/etcd/tasks/hosted.yml:90", task="The etcd StatefulSet"),
+    event(4, 4, role="etcd", path="roles/etcd/tasks/hosted.yml:90",
+          task="The etcd StatefulSet, behind its NetworkPolicy"),
     event(5, 5, role="etcd", path="roles/etcd/tasks/hosted.yml:99", task="Wait until etcd is ready"),
     event(6, 9, task="Control plane"),
     event(7, 9.5, role="control_plane", path="roles/control_plane/tasks/hosted.yml:3",
@@ -139,5 +140,6 @@ def test_the_controllers_waited_for_after_the_tenants_objects_are_their_own_phas
 
 def test_the_deployments_applied_while_etcd_starts_are_part_of_the_control_planes_preparation():
     path = "roles/control_plane/tasks/hosted_prepare.yml:164"
-    assert phases.classify("control_plane", path, "Control-plane Deployments, started with etcd",
+    task = "Egress selector, NetworkPolicies and Deployments of the control plane"
+    assert phases.classify("control_plane", path, task,
                            "control-plane PKI and kubeconfigs") == "control-plane PKI and kubeconfigs"

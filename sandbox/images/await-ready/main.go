@@ -20,6 +20,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -131,9 +132,12 @@ func targetOf(kubeconfig, url, caFile, certFile, keyFile string) (target, error)
 }
 
 func run(t target, timeout time.Duration) error {
+	// A connection to a Service whose endpoint has just appeared can lose its first SYN while the node's rules
+	// catch up; the kernel would send it again only after a second. Dial anew instead, at the next attempt.
+	dialer := &net.Dialer{Timeout: 250 * time.Millisecond}
 	client := &http.Client{
 		Timeout:   2 * time.Second,
-		Transport: &http.Transport{TLSClientConfig: t.tls},
+		Transport: &http.Transport{TLSClientConfig: t.tls, DialContext: dialer.DialContext},
 	}
 	url := t.url
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)

@@ -64,6 +64,41 @@ def test_several_objects_in_order_with_server_fields_in_the_answer(apiserver, co
     assert len(core.read_namespaced_service("svc", NS).spec.ports) == 2
 
 
+def test_waves_put_namespaces_first_and_workloads_last_whatever_the_order_given(apiserver, core):
+    ns = "kube-actions-waves"
+    deployment = {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": ns},
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "web", "image": "kubenest.local/none:1"}]}}}}
+    maps = [dict(config_map(f"map-{n}", {"n": str(n)}), metadata={"name": f"map-{n}", "namespace": ns})
+            for n in range(9)]
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+    # In the order given, the Deployment and the maps would go to a namespace that does not exist yet.
+    definition = [deployment] + maps + [namespace]
+    rc, result = act("kube_apply", apiserver.kubeconfig, definition=definition)
+    assert rc == 0 and result["changed"], result
+    assert [o["kind"] for o in result["objects"]] == ["Deployment"] + ["ConfigMap"] * 9 + ["Namespace"]
+    assert [o["metadata"]["name"] for o in result["objects"][1:10]] == [f"map-{n}" for n in range(9)]
+    created = {o["kind"]: o["metadata"]["creationTimestamp"] for o in result["objects"]}
+    assert created["Namespace"] <= created["ConfigMap"] <= created["Deployment"]
+    stored = apps_v1(core).read_namespaced_deployment("web", ns)
+    maps_stored = core.list_namespaced_config_map(ns, label_selector="").items
+    assert stored.metadata.resource_version and len([m for m in maps_stored if m.metadata.name.startswith("map-")]) == 9
+    rc, result = act("kube_apply", apiserver.kubeconfig, definition=definition)
+    assert rc == 0 and not result["changed"], result
+    # A failure in a wave stops the later ones: nothing of the last wave is written.
+    bad = dict(config_map("bad", {"x": "1"}), metadata={"name": "Not_A_Name", "namespace": ns})
+    late = dict(deployment, metadata={"name": "late", "namespace": ns})
+    rc, result = act("kube_apply", apiserver.kubeconfig, definition=[late, bad])
+    assert rc != 0 and "Not_A_Name" in result["msg"], result
+    assert not apps_v1(core).list_namespaced_deployment(ns, field_selector="metadata.name=late").items
+
+
+def apps_v1(core):
+    return kubernetes.client.AppsV1Api(core.api_client)
+
+
 def test_check_mode_reports_the_change_and_writes_nothing(apiserver, core):
     rc, result = act("kube_apply", apiserver.kubeconfig, check=True, namespace=NS,
                      definition=config_map("dry", {"x": "1"}))
