@@ -5,14 +5,12 @@
 from __future__ import annotations
 
 import json
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 from ansible.errors import AnsibleActionFail
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils import cilium
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_action import KubeAction
-from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_api import KubeApi
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_api import ClientPool
 
 CRD_API = "apiextensions.k8s.io/v1"
 POLL_S = 0.2
@@ -41,29 +39,9 @@ def established(crd):
 
 
 def apply_all(api, crds, dry_run):
-    """Server-side apply of every CRD, WORKERS at a time, each worker over its own connection."""
-    if len(crds) <= 1:
-        for crd in crds:
-            api.apply(crd, dry_run=dry_run)
-        return
-    local = threading.local()
-    opened = []
-    lock = threading.Lock()
-
-    def apply_one(crd):
-        if not hasattr(local, "api"):
-            local.api = KubeApi(api.connection, timeout=api.timeout)
-            with lock:
-                opened.append(local.api)
-        local.api.apply(crd, dry_run=dry_run)
-
-    try:
-        with ThreadPoolExecutor(max_workers=min(WORKERS, len(crds))) as pool:
-            # list() raises the first failure (KubeApiError) once every apply has ended.
-            list(pool.map(apply_one, crds))
-    finally:
-        for worker_api in opened:
-            worker_api.close()
+    """Server-side apply of every CRD, WORKERS at a time, each on a connection of its own."""
+    with ClientPool(api, min(WORKERS, len(crds))) as clients:
+        clients.map(lambda client, crd: client.apply(crd, dry_run=dry_run), crds)
 
 
 class ActionModule(KubeAction):

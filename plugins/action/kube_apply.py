@@ -4,12 +4,9 @@
 
 from __future__ import annotations
 
-import queue
-from concurrent.futures import ThreadPoolExecutor
-
 from ansible.errors import AnsibleActionFail
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_action import KubeAction, plain
-from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_api import FIELD_MANAGER, KubeApi, comparable
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_api import FIELD_MANAGER, ClientPool, comparable
 
 # Requests of one call in flight at once: each round trip is mostly waiting for the server's storage.
 APPLY_WORKERS = 4
@@ -91,35 +88,21 @@ class ActionModule(KubeAction):
     def _present(api, objects, args, check_mode):
         """Applies wave by wave (_wave); the objects of one wave go out together, each request on a connection
         no other request uses meanwhile. The result lists them in the order given."""
-        idle = queue.SimpleQueue()
-        extra = [KubeApi(api.connection, timeout=api.timeout, resources=api.resources)
-                 for _worker in range(min(APPLY_WORKERS, len(objects)) - 1)]
-        for client in [api] + extra:
-            idle.put(client)
-
-        def apply_one(obj):
-            client = idle.get()
-            try:
-                before = client.get(*_ref(obj))
-                after = client.apply(obj, dry_run=check_mode, force=args["force_conflicts"],
-                                     field_manager=args["field_manager"])
-            finally:
-                idle.put(client)
+        def apply_one(client, obj):
+            before = client.get(*_ref(obj))
+            after = client.apply(obj, dry_run=check_mode, force=args["force_conflicts"],
+                                 field_manager=args["field_manager"])
             return after, before is None or comparable(before) != comparable(after)
 
         applied = [None] * len(objects)
         changed = False
-        try:
-            with ThreadPoolExecutor(max_workers=1 + len(extra)) as pool:
-                for wave in (0, 1, 2):
-                    indexes = [i for i, obj in enumerate(objects) if _wave(obj) == wave]
-                    futures = [pool.submit(apply_one, objects[i]) for i in indexes]
-                    for i, future in zip(indexes, futures, strict=True):
-                        applied[i], object_changed = future.result()
-                        changed = changed or object_changed
-        finally:
-            for client in extra:
-                client.close()
+        with ClientPool(api, min(APPLY_WORKERS, len(objects))) as clients:
+            for wave in (0, 1, 2):
+                indexes = [i for i, obj in enumerate(objects) if _wave(obj) == wave]
+                for i, (after, object_changed) in zip(indexes, clients.map(apply_one, [objects[i] for i in indexes]),
+                                                      strict=True):
+                    applied[i] = after
+                    changed = changed or object_changed
         out = {"changed": changed, "objects": applied}
         if len(applied) == 1:
             out["result"] = applied[0]

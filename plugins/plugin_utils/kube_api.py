@@ -15,10 +15,12 @@ import base64
 import http.client
 import json
 import os
+import queue
 import ssl
 import tempfile
 import time
 import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
 
 import yaml
 
@@ -358,6 +360,41 @@ class KubeApi:
             if time.monotonic() >= deadline:
                 raise KubeApiError("%s %s is still there after %ss" % (kind, name, timeout))
             time.sleep(interval)
+
+
+class ClientPool:
+    """`size` clients of the server `api` talks to, `api` among them, for requests in parallel: each call of
+    map() gets a client no other call uses meanwhile. Discovery answers are shared."""
+
+    def __init__(self, api, size):
+        self._extra = [KubeApi(api.connection, timeout=api.timeout, resources=api.resources)
+                       for _client in range(max(1, size) - 1)]
+        self._idle = queue.SimpleQueue()
+        for client in [api] + self._extra:
+            self._idle.put(client)
+
+    def map(self, work, items):
+        """work(client, item) for every item; the results in the order of items. The first failure is raised once
+        every call has ended."""
+        def call(item):
+            client = self._idle.get()
+            try:
+                return work(client, item)
+            finally:
+                self._idle.put(client)
+
+        with ThreadPoolExecutor(max_workers=1 + len(self._extra)) as pool:
+            return list(pool.map(call, items))
+
+    def close(self):
+        for client in self._extra:
+            client.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 def comparable(obj):
