@@ -34,11 +34,12 @@ def core(api_client, apiserver):
     return api
 
 
-def run_playbook(tmp_path, apiserver, state):
+def run_playbook(tmp_path, apiserver, state, **settings):
     extravars = tmp_path / "vc.yml"
     extravars.write_text(dump_unsafe({
         "kubenest_host_kubeconfig": str(apiserver.kubeconfig),
         "virtualcluster": {"namespace": NS, "name": "vc1", "uid": UID, "state": state, "spec": {}},
+        **settings,
     }))
     return subprocess.run([ANSIBLE_PLAYBOOK, str(REPO / "playbooks" / "virtualcluster.yml"), "-e", f"@{extravars}"],
                           capture_output=True, text=True, timeout=600, check=False)
@@ -68,6 +69,20 @@ def test_a_planted_secret_is_refused_by_name_and_left_alone(core, apiserver, tmp
         assert missing.value.status == 404
     finally:
         core.delete_namespaced_secret("vc1-pki", NS)
+
+
+def test_a_wrong_role_setting_fails_the_run_before_anything_is_written(core, apiserver, tmp_path):
+    # The role includes skip ansible-core's per-include check: the settings of every role are checked up front.
+    proc = run_playbook(tmp_path, apiserver, "present", etcd_hosted_key_type="dsa",
+                        node_promote_drain_timeout="soon", coredns_replicas=2)
+    assert proc.returncode != 0
+    assert "Check the settings of the roles this playbook runs" in proc.stdout
+    assert "etcd_hosted_key_type" in proc.stdout and "node_promote_drain_timeout" in proc.stdout
+    errors = proc.stdout.split("Validation of arguments failed")[-1].split("argument_spec_data")[0]
+    assert "coredns_replicas" not in errors  # a right setting is not named
+    with pytest.raises(ApiException) as missing:
+        core.read_namespaced_service("vc1-etcd", NS)
+    assert missing.value.status == 404
 
 
 def test_deletion_removes_only_what_the_virtual_cluster_owns(core, apiserver, tmp_path):
