@@ -37,10 +37,10 @@ options:
         and C(cluster_domain); C(controller-manager) also C(service_cidr), C(pod_cidr) and C(node_cidr_mask).
       - All take C(node_selector) and C(tolerations); the others take C(resources) by component name, and
         C(pki_revision), a hexadecimal digest of their certificates put on the pod template, so that re-issued
-        certificates roll the Deployment. C(await_apiserver) (default true) gives C(apiserver) an init container
-        that waits for its etcd, and C(controller-manager) and C(scheduler) one that waits for their API server
-        (C(await-ready), which the images C(make images) builds carry), so that all three can be created while
-        etcd starts. C(gogc) sets C(GOGC) by
+        certificates roll the Deployment. C(await_apiserver) (default true) starts C(apiserver) through
+        C(await-ready) (which the images C(make images) builds carry), which waits for its etcd and then becomes
+        the API server, and C(controller-manager) and C(scheduler) likewise once their API server answers, so that
+        all three can be created while etcd starts. C(gogc) sets C(GOGC) by
         component name (0 or absent for Go's default).
     type: dict
     required: true

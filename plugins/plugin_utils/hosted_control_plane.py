@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import posixpath
 import re
 
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils import konnectivity
@@ -35,9 +34,9 @@ ETCD_PKI = "/etc/kubernetes/etcd"
 CONF = "/etc/kubernetes/conf"
 FILES = Files(PKI, ETCD_PKI + "/ca.crt", ETCD_PKI + "/apiserver-etcd-client.crt",
               ETCD_PKI + "/apiserver-etcd-client.key", CONF)
-# How long an init container waits (the API server for etcd, the controllers for it) before the pod fails. A day:
-# the pods are created while etcd starts, and an init container that had failed twice during a long etcd outage
-# would look crash-looping to the rollout wait of the next run. That wait bounds how long a run waits.
+# How long a component waits (the API server for etcd, the controllers for it) before its container fails. A day:
+# the pods are created while etcd starts, and a container that had failed twice during a long etcd outage would
+# look crash-looping to the rollout wait of the next run. That wait bounds how long a run waits.
 AWAIT_TIMEOUT = 86400
 # Pod template annotation that follows the certificates: a re-issued one rolls the component.
 PKI_REVISION = "kubenest.kosmos.io/pki-revision"
@@ -65,42 +64,42 @@ class ControlPlaneSettings:
     def image(self, binary):
         return "%s/%s:%s" % (self.image_repository, binary, self.version)
 
-    def deployment(self, component, binary, options, probes, mounts, volumes, ports=None, await_kubeconfig=None,
-                   await_etcd=None):
+    def deployment(self, component, binary, options, probes, mounts, volumes, serves_on, ports=None,
+                   await_kubeconfig=None, await_etcd=None):
         """await_kubeconfig: the component's kubeconfig; await_etcd: the etcd URL of the API server. Unless
-        await_apiserver is off, an init container (await-ready, in the components' images) holds the component
-        back until that API server is ready, or that etcd has a leader, so all of a virtual cluster's pods can
-        be created together and none exits for want of another."""
+        await_apiserver is off, the component starts through await-ready (in the components' images), which
+        waits until that API server is ready, or that etcd has a leader, and then becomes the component: all of a
+        virtual cluster's pods can be created together and none exits for want of another. serves_on: the port
+        the component listens on once it runs."""
         volume_mounts = [{"name": name, "mountPath": path, "readOnly": True} for name, path in mounts]
+        command = flags("/usr/local/bin/" + binary, options)
+        wait = None
+        if await_kubeconfig and self.await_apiserver:
+            wait = ["--kubeconfig=" + await_kubeconfig]
+        elif await_etcd and self.await_apiserver:
+            wait = ["--url=%s/health" % await_etcd.rstrip("/"), "--cacert=%s/ca.crt" % ETCD_PKI,
+                    "--cert=%s/apiserver-etcd-client.crt" % ETCD_PKI, "--key=%s/apiserver-etcd-client.key" % ETCD_PKI]
+        if wait:
+            command = ["/usr/local/bin/await-ready"] + wait + ["--timeout=%ds" % AWAIT_TIMEOUT, "--"] + command
         container = {"name": binary, "image": self.image(binary), "imagePullPolicy": "IfNotPresent",
-                     "command": flags("/usr/local/bin/" + binary, options)}
+                     "command": command}
         if ports:
             container["ports"] = ports
         container["resources"] = container_resources(self.resources.get(component))
         if self.gogc.get(component):
             container["env"] = [{"name": "GOGC", "value": str(self.gogc[component])}]
         container.update(probes)
+        if wait:
+            # The liveness probe would end a component that is still waiting: it starts once the component
+            # listens. A port, not a health check: a component listens a second or more before it is ready, so
+            # its readiness probe is already running by then and the pod turns Ready as soon as it can.
+            container["startupProbe"] = {"tcpSocket": {"port": serves_on}, "periodSeconds": 1,
+                                         "failureThreshold": AWAIT_TIMEOUT}
         container["volumeMounts"] = volume_mounts
         pod = dict(self.placement, containers=[container], volumes=volumes)
-        if await_kubeconfig and self.await_apiserver:
-            pod["initContainers"] = [self._await("await-apiserver", binary, volume_mounts,
-                                                 posixpath.dirname(await_kubeconfig),
-                                                 ["--kubeconfig=" + await_kubeconfig])]
-        elif await_etcd and self.await_apiserver:
-            pod["initContainers"] = [self._await("await-etcd", binary, volume_mounts, ETCD_PKI, [
-                "--url=%s/health" % await_etcd.rstrip("/"), "--cacert=%s/ca.crt" % ETCD_PKI,
-                "--cert=%s/apiserver-etcd-client.crt" % ETCD_PKI, "--key=%s/apiserver-etcd-client.key" % ETCD_PKI])]
         annotations = {PKI_REVISION: self.pki_revision} if self.pki_revision else None
         return workload("Deployment", self.vc, "%s-%s" % (self.vc.name, component), component, pod,
                         pod_annotations=annotations)
-
-    def _await(self, name, binary, volume_mounts, mount_path, args):
-        return {
-            "name": name, "image": self.image(binary), "imagePullPolicy": "IfNotPresent",
-            "command": ["/usr/local/bin/await-ready"] + args + ["--timeout=%ds" % AWAIT_TIMEOUT],
-            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"cpu": "100m", "memory": "32Mi"}},
-            "volumeMounts": [m for m in volume_mounts if m["mountPath"] == mount_path],
-        }
 
 
 def check_gogc(value):
@@ -154,7 +153,8 @@ def apiserver_deployment(settings, etcd_endpoint, service_cidr, cluster_domain="
     if konnectivity_image:
         volumes.append(secret_volume("conf", "%s-component-kubeconfigs" % name, ["konnectivity-server.conf"]))
     deployment = settings.deployment("apiserver", "kube-apiserver", options, probes, mounts, volumes,
-                                     ports=[{"name": "https", "containerPort": 6443}], await_etcd=etcd_endpoint)
+                                     6443, ports=[{"name": "https", "containerPort": 6443}],
+                                     await_etcd=etcd_endpoint)
     if konnectivity_image:
         konnectivity.add_to_apiserver_pod(
             deployment["spec"]["template"]["spec"], konnectivity_image, "%s-konnectivity" % name,
@@ -174,7 +174,7 @@ def controller_manager_deployment(settings, service_cidr, pod_cidr, node_cidr_ma
         secret_volume("conf", "%s-component-kubeconfigs" % name, ["controller-manager.conf"]),
     ]
     return settings.deployment("controller-manager", "kube-controller-manager", options, probes,
-                               [("pki", PKI), ("conf", CONF)], volumes,
+                               [("pki", PKI), ("conf", CONF)], volumes, 10257,
                                await_kubeconfig=FILES.kubeconfig("controller-manager"))
 
 
@@ -182,5 +182,5 @@ def scheduler_deployment(settings):
     options = scheduler_flags(FILES, "0.0.0.0", leader_elect=False)
     probes = {"livenessProbe": http_probe("/healthz", 10259, period=10, initial_delay=30, scheme="HTTPS")}
     volumes = [secret_volume("conf", "%s-component-kubeconfigs" % settings.vc.name, ["scheduler.conf"])]
-    return settings.deployment("scheduler", "kube-scheduler", options, probes, [("conf", CONF)], volumes,
+    return settings.deployment("scheduler", "kube-scheduler", options, probes, [("conf", CONF)], volumes, 10259,
                                await_kubeconfig=FILES.kubeconfig("scheduler"))

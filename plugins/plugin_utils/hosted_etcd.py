@@ -73,6 +73,12 @@ def etcd_statefulset(vc, image, advertise_ip, node_selector=None, tolerations=No
             ("listen-peer-urls", peer),
             ("initial-advertise-peer-urls", peer),
             ("initial-cluster", "member-0=%s" % peer),
+            # A lone member elects itself when its election timeout runs out after start. etcd fast-forwards all
+            # but one tick of the configured timeout, but raft draws the actual one between one and two times
+            # it: 0.1-1 s with the defaults (100/1000 ms), 0.05-0.25 s with these. Without peers no other
+            # election ever runs and heartbeats go nowhere; etcd wants the timeout at least 5 heartbeats.
+            ("heartbeat-interval", "50"),
+            ("election-timeout", "250"),
         ]
     else:
         # Members find each other by their DNS names under the headless peer Service (the host's cluster DNS);

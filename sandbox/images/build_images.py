@@ -417,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     k8s_tag = versions["KUBERNETES_VERSION"]
-    # await-ready: the init container that holds the API server back until its etcd has a leader, and the
+    # await-ready: the entry point that holds the API server back until its etcd has a leader, and the
     # controllers until their API server answers, so all start together.
     await_ready = ((build_program("await-ready", args.out / "await-ready-bin"), "usr/local/bin/await-ready"),)
     specs = [ImageSpec(name, k8s_tag, args.bin_dir / name, await_ready)

@@ -1,6 +1,11 @@
-// await-ready: the init container of a hosted control-plane component. It returns once the server the component
-// needs answers, so a virtual cluster's pods can all be created together without one exiting (and restarting)
-// while the one it depends on starts.
+// await-ready: the entry point of a hosted control-plane component. It waits until the server the component
+// needs answers, then runs the component in its place, so a virtual cluster's pods can all be created together
+// without one exiting (and restarting) while the one it depends on starts.
+//
+//	await-ready WAIT-FLAGS [-- COMMAND ARGS...]
+//	    with a COMMAND, await-ready becomes it (exec, same process) once ready; without, it returns 0.
+//	    Becoming the component, rather than being an init container before it, saves the kubelet's noticing
+//	    that an init container ended and then creating the component's container: up to a second or so.
 //
 //	await-ready --kubeconfig FILE [--timeout 10m]
 //	    the controller-manager and scheduler: the API server in their own kubeconfig answers /readyz. The server
@@ -23,7 +28,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -36,8 +43,17 @@ func main() {
 	timeout := flag.Duration("timeout", 10*time.Minute, "give up after this long")
 	flag.Parse()
 	target, err := targetOf(*kubeconfig, *url, *caFile, *certFile, *keyFile)
+	command := flag.Args()
+	var path string
+	if err == nil && len(command) > 0 {
+		// Checked before the wait: a component that is not there should fail now, not once its server answers.
+		path, err = exec.LookPath(command[0])
+	}
 	if err == nil {
 		err = run(target, *timeout)
+	}
+	if err == nil && len(command) > 0 {
+		err = syscall.Exec(path, command, os.Environ())
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "await-ready:", err)

@@ -1,7 +1,7 @@
-"""await-ready (the control-plane components' init container, in their images) against a real API server and
+"""await-ready (the control-plane components' entry point, in their images) against a real API server and
 etcd: it returns once /readyz answers through the kubeconfig's CA, in YAML or JSON, or once etcd's /health
 answers a client certificate it trusts, and fails with a reason when the server never answers, is not the one
-the CA names, or the kubeconfig is unusable."""
+the CA names, or the kubeconfig is unusable. Given a command, it becomes that command once ready."""
 
 from __future__ import annotations
 
@@ -112,3 +112,25 @@ def test_etcd_without_a_client_certificate_is_not_taken_for_ready(await_ready, a
 def test_flags_that_do_not_fit_are_refused_at_once(await_ready, args, says):
     proc = subprocess.run([str(await_ready), *args], capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 1 and says in proc.stderr, proc.stderr
+
+
+def test_with_a_command_it_becomes_the_command_once_ready(await_ready, apiserver, tmp_path):
+    # The shell reports its own process ID: the same as await-ready's, since await-ready execs it.
+    proc = subprocess.Popen([str(await_ready), f"--kubeconfig={apiserver.kubeconfig}", "--timeout=10s", "--",
+                             "sh", "-c", 'echo "pid $$ args $0 $1" >&2', "first", "second"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and "is ready after" in out, err
+    assert f"pid {proc.pid} args first second" in err
+
+
+def test_a_command_that_is_not_there_is_refused_before_the_wait(await_ready, apiserver, tmp_path):
+    config = _config(apiserver)
+    (port,) = free_ports(1)
+    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{port}"  # never answers
+    path = tmp_path / "closed.yaml"
+    path.write_text(yaml.safe_dump(config))
+    proc = subprocess.run([str(await_ready), f"--kubeconfig={path}", "--timeout=30s", "--",
+                           "/nonexistent/kube-apiserver"], capture_output=True, text=True, timeout=20, check=False)
+    assert proc.returncode == 1 and "/nonexistent/kube-apiserver" in proc.stderr, proc.stderr
+    assert "not ready after" not in proc.stderr

@@ -27,7 +27,10 @@ def names(flags):
 
 def hosted_flags(component):
     (container,) = hosted_manifest(component, VC, HOSTED)["spec"]["template"]["spec"]["containers"]
-    return container["command"][1:]
+    command = container["command"]
+    if "--" in command:  # the component starts through await-ready, which takes its own flags before "--"
+        command = command[command.index("--") + 1:]
+    return command[1:]
 
 
 def unit_flags(component):

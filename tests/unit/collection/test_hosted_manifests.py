@@ -51,7 +51,7 @@ def test_manifests_are_complete_and_owned(component):
     assert pod["automountServiceAccountToken"] is False
     for forbidden in ("hostPID", "hostNetwork", "hostIPC", "securityContext"):
         assert forbidden not in pod
-    assert ("initContainers" in pod) is (component != "etcd")
+    assert "initContainers" not in pod  # an etcd restored from a snapshot has one (below)
     assert all("securityContext" not in c for c in pod["containers"] + pod.get("initContainers", []))
     assert all(v.get("secret") or "emptyDir" in v for v in pod["volumes"])
     json.dumps(manifest)
@@ -184,6 +184,10 @@ def test_three_etcd_members_find_each_other_under_the_peer_service():
     assert one["spec"]["replicas"] == 1 and "podManagementPolicy" not in one["spec"]
     assert "--listen-peer-urls=https://127.0.0.1:2380" in one["spec"]["template"]["spec"]["containers"][0]["command"]
     assert not any("skip-client-san" in f for f in one["spec"]["template"]["spec"]["containers"][0]["command"])
+    # A lone member elects itself sooner; members with peers keep etcd's timing, which their elections need.
+    assert {"--heartbeat-interval=50", "--election-timeout=250"} <= set(
+        one["spec"]["template"]["spec"]["containers"][0]["command"])
+    assert not any(f.startswith(("--heartbeat-interval", "--election-timeout")) for f in container["command"])
 
 
 @pytest.mark.parametrize("members", [0, 2, 5, True, "two"])
@@ -239,34 +243,41 @@ def test_a_restore_into_an_emptydir_is_refused():
         hosted_manifest("etcd", VC, dict(SETTINGS, ephemeral=True, restore={"sha256": DIGEST, "chunks": 1}))
 
 
-@pytest.mark.parametrize(("component", "conf"), [("controller-manager", "controller-manager.conf"),
-                                                 ("scheduler", "scheduler.conf")])
-def test_the_controllers_wait_for_their_api_server_with_their_kubeconfig_only(component, conf):
-    pod = hosted_manifest(component, VC, SETTINGS)["spec"]["template"]["spec"]
-    (init,) = pod["initContainers"]
-    assert init["image"] == pod["containers"][0]["image"]  # await-ready ships in the component's image
-    assert init["command"] == ["/usr/local/bin/await-ready", f"--kubeconfig=/etc/kubernetes/conf/{conf}",
-                               "--timeout=86400s"]
-    assert init["volumeMounts"] == [{"name": "conf", "mountPath": "/etc/kubernetes/conf", "readOnly": True}]
-    assert init["resources"]["limits"]  # bounded like every other container
+@pytest.mark.parametrize(("component", "conf", "port"), [("controller-manager", "controller-manager.conf", 10257),
+                                                         ("scheduler", "scheduler.conf", 10259)])
+def test_the_controllers_wait_for_their_api_server_with_their_kubeconfig_only(component, conf, port):
+    (container,) = hosted_manifest(component, VC, SETTINGS)["spec"]["template"]["spec"]["containers"]
+    command = container["command"]
+    # await-ready (in the component's image) waits, then becomes the component: same container, same process
+    assert command[:4] == ["/usr/local/bin/await-ready", f"--kubeconfig=/etc/kubernetes/conf/{conf}",
+                           "--timeout=86400s", "--"]
+    assert command[4] == f"/usr/local/bin/kube-{component}"
+    assert f"--kubeconfig=/etc/kubernetes/conf/{conf}" in command[5:]
+    # the liveness probe waits until the component listens, however long the wait is
+    assert container["startupProbe"] == {"tcpSocket": {"port": port}, "periodSeconds": 1, "failureThreshold": 86400}
+    assert container["livenessProbe"]["httpGet"]["port"] == port
 
 
 def test_the_api_server_waits_for_a_leader_of_its_etcd_with_its_own_etcd_client_certificate():
     pod = hosted_manifest("apiserver", VC, SETTINGS)["spec"]["template"]["spec"]
-    (init,) = pod["initContainers"]
-    assert init["name"] == "await-etcd" and init["image"] == pod["containers"][0]["image"]
-    assert init["command"] == ["/usr/local/bin/await-ready", "--url=https://10.96.0.20:2379/health",
-                               "--cacert=/etc/kubernetes/etcd/ca.crt",
-                               "--cert=/etc/kubernetes/etcd/apiserver-etcd-client.crt",
-                               "--key=/etc/kubernetes/etcd/apiserver-etcd-client.key", "--timeout=86400s"]
-    assert init["volumeMounts"] == [{"name": "etcd", "mountPath": "/etc/kubernetes/etcd", "readOnly": True}]
-    assert init["resources"]["limits"]
+    container = next(c for c in pod["containers"] if c["name"] == "kube-apiserver")
+    assert container["command"][:7] == [
+        "/usr/local/bin/await-ready", "--url=https://10.96.0.20:2379/health", "--cacert=/etc/kubernetes/etcd/ca.crt",
+        "--cert=/etc/kubernetes/etcd/apiserver-etcd-client.crt",
+        "--key=/etc/kubernetes/etcd/apiserver-etcd-client.key", "--timeout=86400s", "--"]
+    assert container["command"][7] == "/usr/local/bin/kube-apiserver"
+    assert "--etcd-servers=https://10.96.0.20:2379" in container["command"]
+    assert {"name": "etcd", "mountPath": "/etc/kubernetes/etcd", "readOnly": True} in container["volumeMounts"]
+    assert container["startupProbe"]["tcpSocket"] == {"port": 6443}
+    assert container["readinessProbe"]["periodSeconds"] == 1
 
 
 @pytest.mark.parametrize("component", ["apiserver", "controller-manager", "scheduler"])
 def test_without_await_apiserver_the_components_start_plainly(component):
     pod = hosted_manifest(component, VC, dict(SETTINGS, await_apiserver=False))["spec"]["template"]["spec"]
-    assert "initContainers" not in pod
+    (container,) = [c for c in pod["containers"] if c["name"] != "konnectivity-server"]
+    assert container["command"][0] == f"/usr/local/bin/kube-{component}"
+    assert "startupProbe" not in container and "initContainers" not in pod
     with pytest.raises(AnsibleFilterError, match="await_apiserver must be true or false"):
         hosted_manifest(component, VC, dict(SETTINGS, await_apiserver="yes"))
 
