@@ -34,10 +34,12 @@ from typing import Any
 
 import ansible_runner
 
+from . import pty_close
 from .extravars import dump_unsafe
 from .processes import end_processes, processes_of
 
 log = logging.getLogger(__name__)
+pty_close.install()
 
 LOCK_FILE = ".lock"
 RUN_PREFIX = "run-"

@@ -16,7 +16,8 @@ from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_api import Ku
 
 # Reads are a few milliseconds each: poll often so that a finished rollout is seen at once.
 POLL_S = 0.25
-# Once rolled out only the URL is left to answer: connection attempts that are refused cost nothing.
+# Once rolled out only the URL is left to answer: connection attempts that are refused cost nothing. Once every
+# pod is ready only the controller's status is left to catch up: poll as often then too.
 REACH_POLL_S = 0.1
 REACH_ATTEMPT_S = 2
 
@@ -42,6 +43,13 @@ def answers(opener, url):
         return False, str(exc) or type(exc).__name__
 
 
+def _ready(pod):
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
 def _progress(workload):
     if workload is None:
         return "it does not exist"
@@ -56,6 +64,7 @@ class _Rollout:
         self.url = args.get("reachable_url")
         self.opener = _opener() if self.url else None
         self.unreachable = None  # what the URL did at the last attempt
+        self.pods_ready = False  # every pod listed at the last look was ready
 
     def reachable(self):
         if not self.url:
@@ -76,7 +85,10 @@ class _Rollout:
 
     def problem(self, workload):
         now = time.monotonic()
-        for pod in self.pods(workload):
+        pods = self.pods(workload)
+        wanted = (workload.get("spec") or {}).get("replicas", 1)
+        self.pods_ready = len(pods) >= wanted and all(_ready(pod) for pod in pods)
+        for pod in pods:
             name = pod["metadata"]["name"]
             if unschedulable(pod):
                 self.unschedulable_since.setdefault(name, now)
@@ -113,7 +125,7 @@ class _Rollout:
                     message = "%s is not rolled out after %d s: %s" % (what, self.p["timeout"], _progress(workload))
                 return dict(failed=True, changed=False, rolled_out=done, waited=waited, msg=message,
                             **self.reach_result(False))
-            time.sleep(REACH_POLL_S if done else POLL_S)
+            time.sleep(REACH_POLL_S if done or self.pods_ready else POLL_S)
 
     def reach_result(self, reachable):
         return dict(reachable=reachable) if self.url else {}

@@ -38,6 +38,10 @@ FILES = Files(PKI, ETCD_PKI + "/ca.crt", ETCD_PKI + "/apiserver-etcd-client.crt"
 # the pods are created while etcd starts, and a container that had failed twice during a long etcd outage would
 # look crash-looping to the rollout wait of the next run. That wait bounds how long a run waits.
 AWAIT_TIMEOUT = 86400
+# One startup probe waits this long for its component (the kubelet's timeout is a second more).
+STARTUP_PROBE_WAIT_S = 9
+# How long an API server told to stop keeps serving while its endpoint leaves every node's rules.
+SHUTDOWN_DELAY_S = 3
 # Pod template annotation that follows the certificates: a re-issued one rolls the component.
 PKI_REVISION = "kubenest.kosmos.io/pki-revision"
 APISERVER_PKI_KEYS = ["ca.crt", "apiserver.crt", "apiserver.key", "apiserver-kubelet-client.crt",
@@ -70,7 +74,7 @@ class ControlPlaneSettings:
         await_apiserver is off, the component starts through await-ready (in the components' images), which
         waits until that API server is ready, or that etcd has a leader, and then becomes the component: all of a
         virtual cluster's pods can be created together and none exits for want of another. serves_on: the port
-        the component listens on once it runs."""
+        the component serves on once it runs, and the path that answers 200 once it is ready."""
         volume_mounts = [{"name": name, "mountPath": path, "readOnly": True} for name, path in mounts]
         command = flags("/usr/local/bin/" + binary, options)
         wait = None
@@ -90,11 +94,16 @@ class ControlPlaneSettings:
             container["env"] = [{"name": "GOGC", "value": str(self.gogc[component])}]
         container.update(probes)
         if wait:
-            # The liveness probe would end a component that is still waiting: it starts once the component
-            # listens. A port, not a health check: a component listens a second or more before it is ready, so
-            # its readiness probe is already running by then and the pod turns Ready as soon as it can.
-            container["startupProbe"] = {"tcpSocket": {"port": serves_on}, "periodSeconds": 1,
-                                         "failureThreshold": AWAIT_TIMEOUT}
+            # The liveness probe would end a component that is still waiting: it starts once the component is
+            # healthy. await-ready polls the component's own port every 50 ms, for up to 9 s per probe, so the
+            # pod turns Ready within a moment of the server rather than at the kubelet's next probe, up to a
+            # second later.
+            port, path = serves_on
+            container["startupProbe"] = {
+                "exec": {"command": ["/usr/local/bin/await-ready", "--local=https://127.0.0.1:%d%s" % (port, path),
+                                     "--timeout=%ds" % STARTUP_PROBE_WAIT_S]},
+                "periodSeconds": 1, "timeoutSeconds": STARTUP_PROBE_WAIT_S + 1,
+                "failureThreshold": AWAIT_TIMEOUT // (STARTUP_PROBE_WAIT_S + 1)}
         container["volumeMounts"] = volume_mounts
         pod = dict(self.placement, containers=[container], volumes=volumes)
         annotations = {PKI_REVISION: self.pki_revision} if self.pki_revision else None
@@ -134,6 +143,10 @@ def apiserver_deployment(settings, etcd_endpoint, service_cidr, cluster_domain="
     # this server at; the server's own choice would be its pod IP in the host, which tenant pods must not reach.
     options = apiserver_flags(FILES, 6443, etcd_endpoint, service_cidr, cluster_domain, kubelet_serving_ca=True,
                               endpoint_reconciler="none")
+    # On a roll-out (new certificates, a new version) the old pod goes once the new one is ready; without a delay
+    # it would stop listening before the nodes' kube-proxy (syncing at most once a second) sends its NodePort to
+    # the new pod, and clients would meet refused connections. Meanwhile it serves, its /readyz failing.
+    options.append(("shutdown-delay-duration", "%ds" % SHUTDOWN_DELAY_S))
     if konnectivity_image:
         # Webhooks and aggregated APIs at their pods' addresses: the agents run in their nodes' network, where
         # pod addresses route and Service addresses (without a default route to leave by) may not.
@@ -153,7 +166,7 @@ def apiserver_deployment(settings, etcd_endpoint, service_cidr, cluster_domain="
     if konnectivity_image:
         volumes.append(secret_volume("conf", "%s-component-kubeconfigs" % name, ["konnectivity-server.conf"]))
     deployment = settings.deployment("apiserver", "kube-apiserver", options, probes, mounts, volumes,
-                                     6443, ports=[{"name": "https", "containerPort": 6443}],
+                                     (6443, "/readyz"), ports=[{"name": "https", "containerPort": 6443}],
                                      await_etcd=etcd_endpoint)
     if konnectivity_image:
         konnectivity.add_to_apiserver_pod(
@@ -174,7 +187,7 @@ def controller_manager_deployment(settings, service_cidr, pod_cidr, node_cidr_ma
         secret_volume("conf", "%s-component-kubeconfigs" % name, ["controller-manager.conf"]),
     ]
     return settings.deployment("controller-manager", "kube-controller-manager", options, probes,
-                               [("pki", PKI), ("conf", CONF)], volumes, 10257,
+                               [("pki", PKI), ("conf", CONF)], volumes, (10257, "/healthz"),
                                await_kubeconfig=FILES.kubeconfig("controller-manager"))
 
 
@@ -182,5 +195,6 @@ def scheduler_deployment(settings):
     options = scheduler_flags(FILES, "0.0.0.0", leader_elect=False)
     probes = {"livenessProbe": http_probe("/healthz", 10259, period=10, initial_delay=30, scheme="HTTPS")}
     volumes = [secret_volume("conf", "%s-component-kubeconfigs" % settings.vc.name, ["scheduler.conf"])]
-    return settings.deployment("scheduler", "kube-scheduler", options, probes, [("conf", CONF)], volumes, 10259,
+    return settings.deployment("scheduler", "kube-scheduler", options, probes, [("conf", CONF)], volumes,
+                               (10259, "/healthz"),
                                await_kubeconfig=FILES.kubeconfig("scheduler"))

@@ -108,10 +108,33 @@ def test_etcd_without_a_client_certificate_is_not_taken_for_ready(await_ready, a
     (["--url=https://127.0.0.1:1/health"], "--cacert"),
     (["--url=https://127.0.0.1:1/health", "--cacert=/dev/null", "--cert=/dev/null"], "--cert and --key go together"),
     (["--kubeconfig=/dev/null", "--cacert=/dev/null"], "go with --url"),
+    (["--local=https://192.0.2.1:6443/readyz"], "loopback address"),
+    (["--local=https://kubernetes.default:6443/readyz"], "loopback address"),
+    (["--local=http://127.0.0.1:6443/readyz"], "https URL"),
+    (["--local=https://127.0.0.1:6443/readyz", "--cacert=/dev/null"], "--local stands alone"),
 ])
 def test_flags_that_do_not_fit_are_refused_at_once(await_ready, args, says):
     proc = subprocess.run([str(await_ready), *args], capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 1 and says in proc.stderr, proc.stderr
+
+
+def test_a_startup_probe_on_loopback_returns_once_the_server_is_ready(await_ready, apiserver):
+    server = _config(apiserver)["clusters"][0]["cluster"]["server"]
+    assert server.startswith("https://127.0.0.1:")
+    proc = subprocess.run([str(await_ready), f"--local={server}/readyz", "--timeout=9s"], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert proc.returncode == 0 and "is ready after" in proc.stdout, proc.stderr
+    # a path that does not answer 200 is not taken for ready
+    proc = subprocess.run([str(await_ready), f"--local={server}/no-such-path", "--timeout=1s"], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert proc.returncode == 1 and "not ready after 1s" in proc.stderr, proc.stderr
+
+
+def test_a_startup_probe_of_a_server_not_yet_listening_fails_after_its_timeout(await_ready):
+    (port,) = free_ports(1)
+    proc = subprocess.run([str(await_ready), f"--local=https://127.0.0.1:{port}/readyz", "--timeout=1s"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 1 and "connection refused" in proc.stderr, proc.stderr
 
 
 def test_with_a_command_it_becomes_the_command_once_ready(await_ready, apiserver, tmp_path):

@@ -26,6 +26,9 @@ def _play(tmp_path, apiserver, **role_vars):
     return playbook, inventory
 
 
+READ_NODES = "kosmos.kubenest.coredns : Nodes the DNS can run on"
+
+
 def _changed(result) -> bool:
     return result.host_stats("localhost")["changed"] > 0
 
@@ -34,6 +37,7 @@ def test_role_applies_cluster_dns_and_is_idempotent(tmp_path, apiserver, api_cli
     playbook, inventory = _play(tmp_path, apiserver, coredns_labels={"team": "dns"})
     first = run_playbook(playbook, inventory, tmp_path / "cp")
     assert first.rc == 0, first.stderr
+    assert not first.task(READ_NODES, "localhost").get("skipped")  # no node list handed over: the role reads them
     shown = first.task("Show", "localhost")["msg"]
     core = kubernetes.client.CoreV1Api(api_client)
     service = core.read_namespaced_service("kube-dns", "kube-system")
@@ -94,3 +98,15 @@ def test_a_deployment_available_without_a_ready_pod_is_not_a_dns_that_answers(tm
     assert result.rc != 0
     expected = "Deployment kube-system/coredns is not rolled out after 3 s: 0 of 1 replicas ready"
     assert expected in json.dumps(result.data)
+
+
+def test_nodes_the_caller_has_just_read_size_the_dns_without_a_read_of_its_own(tmp_path, apiserver, api_client):
+    # None of these is in the cluster: the replicas can only come from the list handed over.
+    nodes = [{"metadata": {"name": "n1"}, "spec": {}}, {"metadata": {"name": "n2"}, "spec": {}},
+             {"metadata": {"name": "cordoned"}, "spec": {"unschedulable": True}}]
+    playbook, inventory = _play(tmp_path, apiserver, coredns_node_list=nodes, coredns_wait=False)
+    result = run_playbook(playbook, inventory, tmp_path / "cp")
+    assert result.rc == 0, result.stderr
+    assert result.task(READ_NODES, "localhost").get("skipped") is True
+    deployment = kubernetes.client.AppsV1Api(api_client).read_namespaced_deployment("coredns", "kube-system")
+    assert deployment.spec.replicas == 2

@@ -253,8 +253,11 @@ def test_the_controllers_wait_for_their_api_server_with_their_kubeconfig_only(co
                            "--timeout=86400s", "--"]
     assert command[4] == f"/usr/local/bin/kube-{component}"
     assert f"--kubeconfig=/etc/kubernetes/conf/{conf}" in command[5:]
-    # the liveness probe waits until the component listens, however long the wait is
-    assert container["startupProbe"] == {"tcpSocket": {"port": port}, "periodSeconds": 1, "failureThreshold": 86400}
+    # the liveness probe waits until the component is healthy, however long the wait is
+    assert container["startupProbe"] == {
+        "exec": {"command": ["/usr/local/bin/await-ready", f"--local=https://127.0.0.1:{port}/healthz",
+                             "--timeout=9s"]},
+        "periodSeconds": 1, "timeoutSeconds": 10, "failureThreshold": 8640}
     assert container["livenessProbe"]["httpGet"]["port"] == port
 
 
@@ -268,8 +271,16 @@ def test_the_api_server_waits_for_a_leader_of_its_etcd_with_its_own_etcd_client_
     assert container["command"][7] == "/usr/local/bin/kube-apiserver"
     assert "--etcd-servers=https://10.96.0.20:2379" in container["command"]
     assert {"name": "etcd", "mountPath": "/etc/kubernetes/etcd", "readOnly": True} in container["volumeMounts"]
-    assert container["startupProbe"]["tcpSocket"] == {"port": 6443}
+    assert container["startupProbe"]["exec"]["command"][1] == "--local=https://127.0.0.1:6443/readyz"
     assert container["readinessProbe"]["periodSeconds"] == 1
+
+
+def test_a_stopping_api_server_serves_until_its_endpoint_has_left_the_nodes_rules():
+    pod = hosted_manifest("apiserver", VC, SETTINGS)["spec"]["template"]["spec"]
+    container = next(c for c in pod["containers"] if c["name"] == "kube-apiserver")
+    assert "--shutdown-delay-duration=3s" in container["command"]
+    # the delay must fit in the grace period, or the kubelet kills the server while it still serves
+    assert pod.get("terminationGracePeriodSeconds", 30) > 3
 
 
 @pytest.mark.parametrize("component", ["apiserver", "controller-manager", "scheduler"])
