@@ -46,7 +46,9 @@ def unit_flags(component):
 
 # What each mode must set differently, and why (see plugin_utils/control_plane_flags.py).
 MODE_ONLY = {
-    "apiserver": ({"--advertise-address"}, {"--kubelet-certificate-authority", "--endpoint-reconciler-type"}),
+    # The hosted server sits behind the nodes' kube-proxy rules, which need a moment to drop a stopping pod.
+    "apiserver": ({"--advertise-address"}, {"--kubelet-certificate-authority", "--endpoint-reconciler-type",
+                                            "--shutdown-delay-duration"}),
     "controller-manager": (set(), {"--cluster-cidr", "--node-cidr-mask-size"}),
     "scheduler": (set(), set()),
 }
