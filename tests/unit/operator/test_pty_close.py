@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
+import os
+import subprocess
+import sys
 import time
 
 import ptyprocess
@@ -18,8 +20,12 @@ def test_installing_twice_wraps_once():
 
 
 def test_the_operator_installs_it_with_its_runs():
-    importlib.import_module("kubenest_operator.runs")
-    assert getattr(ptyprocess.PtyProcess.__init__, "_kubenest_no_close_delay", False)
+    # A fresh interpreter: in this one an earlier test may have installed it already.
+    probe = ("import ptyprocess, kubenest_operator.runs; "
+             "print(getattr(ptyprocess.PtyProcess.__init__, '_kubenest_no_close_delay', False))")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert proc.returncode == 0 and proc.stdout.strip() == "True", proc.stderr
 
 
 def test_a_finished_child_closes_with_no_pause(monkeypatch):
