@@ -10,7 +10,12 @@ import urllib.error
 import urllib.request
 
 from ansible.errors import AnsibleActionFail
-from ansible_collections.kosmos.kubenest.plugins.module_utils.rollout import pod_problem, rolled_out, unschedulable
+from ansible_collections.kosmos.kubenest.plugins.module_utils.rollout import (
+    pod_problem,
+    pod_ready,
+    rolled_out,
+    unschedulable,
+)
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_action import KubeAction
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_api import KubeApiError
 
@@ -41,13 +46,6 @@ def answers(opener, url):
         return False, str(exc.reason)
     except (OSError, ValueError) as exc:
         return False, str(exc) or type(exc).__name__
-
-
-def _ready(pod):
-    if (pod.get("metadata") or {}).get("deletionTimestamp"):
-        return False
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def _progress(workload):
@@ -87,7 +85,7 @@ class _Rollout:
         now = time.monotonic()
         pods = self.pods(workload)
         wanted = (workload.get("spec") or {}).get("replicas", 1)
-        self.pods_ready = len(pods) >= wanted and all(_ready(pod) for pod in pods)
+        self.pods_ready = len(pods) >= wanted and all(pod_ready(pod) for pod in pods)
         for pod in pods:
             name = pod["metadata"]["name"]
             if unschedulable(pod):

@@ -55,6 +55,14 @@ def pod_problem(pod, crash_restarts=2, unschedulable_after=15.0, now=None, since
     return None
 
 
+def pod_ready(pod):
+    """The pod is Ready and not on its way out."""
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
 def unschedulable(pod):
     """The pod's PodScheduled condition when the scheduler found no place for it, else None."""
     for cond in (pod.get("status") or {}).get("conditions") or []:
