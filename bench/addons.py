@@ -193,9 +193,10 @@ def main() -> int:
     install_crds(kubeconfig)
     ensure_namespace(api, NS)
     from_cp, from_node, memory, baselines, base_memory = [], [], [], [], []
-    to_ready, all_memory, host_all_memory = [], [], []
+    to_ready, all_memory, host_all_memory, steps = [], [], [], []
     with sandbox_operator_paused(), tempfile.TemporaryDirectory() as tmp:
-        runs_dir = Path(tmp) / "runs"
+        # KUBENEST_BENCH_RUNS_DIR keeps the runs' Ansible events for a closer look.
+        runs_dir = Path(os.environ.get("KUBENEST_BENCH_RUNS_DIR") or Path(tmp) / "runs")
         operator = OperatorProcess(kubeconfig, Path(tmp), "--site-vars", str(write_site_vars(sb.state_dir)),
                                    "--node-wait-interval", "5", "--progress-interval", "1",
                                    "--runs-dir", str(runs_dir)).start()
@@ -212,10 +213,10 @@ def main() -> int:
                 create_vc(api, NS, name, {"promoteResources": {"nodes": [NODE]}})
                 seen = moments.result()
                 to_ready.append(seen["ready"] - created)
+                run = phases.find_run(runs_dir, NS, name)
                 if i == 0:  # where the first create with a node went
-                    run = phases.find_run(runs_dir, NS, name)
                     breakdown = phases.table(run, created_at, created_at + dt.timedelta(seconds=to_ready[-1]))
-                    steps = phases.node_steps(run)
+                steps.append(dict(phases.node_steps(run)))
                 from_cp.append(seen["addons"] - seen["control_plane"])
                 addons_at = created_at + dt.timedelta(seconds=seen["addons"] - created)
                 from_node.append((addons_at - _node_ready_since(tenant_api(), NODE)).total_seconds())
@@ -251,10 +252,12 @@ def main() -> int:
     print("\nwhere the first create with a node went (s), from its run's Ansible events:")
     for phase, seconds in breakdown:
         print(f"  {phase:46} {seconds:10.1f}")
-    print("node promotion, by step (the steps up to Images run while the control plane starts; the nodes phase "
-          "above is only the time the controller waited for them):")
-    for step, seconds in steps:
-        print(f"  {step:46} {seconds:10.1f}")
+    print("node promotion, by step and run (the steps up to Images run while the control plane starts; the nodes "
+          "phase above is only the time the controller waited for them; the first run may copy images the node "
+          "lacks):")
+    print(f"  {'step':30}" + "".join(f"{f'run {i + 1}':>8}" for i in range(len(steps))))
+    for step in dict.fromkeys(name for run_steps in steps for name in run_steps):
+        print(f"  {step:30}" + "".join(f"{run_steps.get(step, 0.0):8.1f}" for run_steps in steps))
     return 0
 
 

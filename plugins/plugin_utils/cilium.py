@@ -166,23 +166,19 @@ def agent_daemonset(image, api_host, api_port, resources=None, cni_bin_dir=CNI_B
         "tolerations": [{"operator": "Exists"}],
         "nodeSelector": {"kubernetes.io/os": "linux"},
         "automountServiceAccountToken": True,
+        # One init container, not one per job: each container start costs the node's new agent about a second.
         "initContainers": [{
-            # The maps and programs outlive the agent's restarts only in the node's bpf filesystem.
-            "name": "mount-bpf-fs",
+            "name": "prepare-node",
             "image": image,
+            # The maps and programs outlive the agent's restarts only in the node's bpf filesystem; the CNI plugin
+            # is replaced atomically, as the kubelet may run it meanwhile.
             "command": ["/bin/busybox", "sh", "-ec",
-                        "grep -q ' /sys/fs/bpf bpf ' /proc/mounts || mount -t bpf bpf /sys/fs/bpf"],
-            "securityContext": {"privileged": True},
-            "volumeMounts": [{"name": "bpf-maps", "mountPath": "/sys/fs/bpf", "mountPropagation": "Bidirectional"}],
-            "terminationMessagePolicy": "FallbackToLogsOnError",
-        }, {
-            "name": "install-cni",
-            "image": image,
-            "command": ["/bin/busybox", "sh", "-ec",
-                        "cp /usr/local/bin/cilium-cni /host/opt/cni/bin/.cilium-cni.new && "
+                        "grep -q ' /sys/fs/bpf bpf ' /proc/mounts || mount -t bpf bpf /sys/fs/bpf\n"
+                        "cp /usr/local/bin/cilium-cni /host/opt/cni/bin/.cilium-cni.new\n"
                         "mv /host/opt/cni/bin/.cilium-cni.new /host/opt/cni/bin/cilium-cni"],
             "securityContext": {"privileged": True},
-            "volumeMounts": [{"name": "cni-path", "mountPath": "/host/opt/cni/bin"}],
+            "volumeMounts": [{"name": "bpf-maps", "mountPath": "/sys/fs/bpf", "mountPropagation": "Bidirectional"},
+                             {"name": "cni-path", "mountPath": "/host/opt/cni/bin"}],
             "terminationMessagePolicy": "FallbackToLogsOnError",
         }],
         "containers": [{

@@ -192,3 +192,26 @@ def test_killed_agent_mid_copy_fails_without_partial_file(env, tmp_path):
     agent.start()
     leftovers = [p for p in tmp_path.rglob("*.kubenest-part") if "control" not in p.parts]
     assert not leftovers
+
+
+def test_node_files_read_returns_several_files_in_one_run_through_the_agent(env, tmp_path):
+    agent, inventory, control = env
+    import base64
+
+    (tmp_path / "kubelet.conf").write_text("apiVersion: v1\nkind: Config\n")
+    (tmp_path / "ca.crt").write_bytes(b"\x00\x01binary\xff")
+    paths = [str(tmp_path / "kubelet.conf"), str(tmp_path / "no-such-file"), str(tmp_path / "ca.crt")]
+    tasks = [
+        {"name": "read", "kosmos.kubenest.node_files_read": {"paths": paths}, "register": "read"},
+        {"name": "a directory", "kosmos.kubenest.node_files_read": {"paths": [str(tmp_path)]},
+         "ignore_errors": True},
+    ]
+    result = run_playbook(write_play(tmp_path / "play.yml", tasks), inventory, control)
+    assert result.rc == 0, result.stderr
+    read = result.task("read")
+    assert read["changed"] is False
+    assert {p: base64.b64decode(c) for p, c in read["contents"].items()} == {
+        paths[0]: b"apiVersion: v1\nkind: Config\n", paths[2]: b"\x00\x01binary\xff"}
+    assert read["missing"] == [paths[1]]
+    refused = result.task("a directory")
+    assert refused["failed"] and refused["msg"] == f"{tmp_path} is not a regular file"

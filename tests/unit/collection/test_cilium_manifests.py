@@ -35,6 +35,16 @@ def test_the_agent_sees_kernel_settings_read_only():
     assert config["procfs"] == "/host/proc"
 
 
+def test_one_init_container_mounts_the_bpf_filesystem_and_installs_the_cni_plugin():
+    pod = _objects()[("DaemonSet", "cilium")]["spec"]["template"]["spec"]
+    [init] = pod["initContainers"]
+    assert {m["mountPath"] for m in init["volumeMounts"]} == {"/sys/fs/bpf", "/host/opt/cni/bin"}
+    assert init["command"][:3] == ["/bin/busybox", "sh", "-ec"]  # a failed step fails the container
+    script = init["command"][3].splitlines()
+    assert script[0].endswith("mount -t bpf bpf /sys/fs/bpf")
+    assert script[-1] == "mv /host/opt/cni/bin/.cilium-cni.new /host/opt/cni/bin/cilium-cni"
+
+
 def test_config_is_a_tunnel_with_network_policy_and_the_nodes_pod_cidrs():
     config = _objects(tunnel_port=8473, mtu=1400)[("ConfigMap", "cilium-config")]["data"]
     assert config["routing-mode"] == "tunnel" and config["tunnel-protocol"] == "vxlan"

@@ -67,6 +67,18 @@ def test_nothing_to_stop_runs_nothing():
     assert len(module.calls) == 1
 
 
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_units_to_restart_go_in_one_call_and_are_reported_in_check_mode_too(check_mode):
+    module = FakeModule(check_mode)
+    reset = Reset(module)
+    reset.restart(["containerd", "other.service"])
+    assert reset.result["restarted"] == ["containerd.service", "other.service"]
+    assert module.calls == ([] if check_mode else
+                            [["/usr/bin/systemctl", "restart", "--", "containerd.service", "other.service"]])
+    Reset(module).restart([])
+    assert len(module.calls) == (0 if check_mode else 1)
+
+
 SAVED_NAT = """*nat
 :PREROUTING ACCEPT [0:0]
 :POSTROUTING ACCEPT [0:0]
