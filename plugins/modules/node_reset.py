@@ -158,6 +158,20 @@ def removal_script(table, saved, chains):
     return "\n".join(lines)
 
 
+def saved_tables(saved):
+    """[(table, its part of iptables-save's output)], in the order saved."""
+    tables, current, lines = [], None, []
+    for line in saved.splitlines():
+        if line.startswith("*"):
+            current, lines = line[1:].strip(), [line]
+        elif current is not None:
+            lines.append(line)
+            if line.strip() == "COMMIT":
+                tables.append((current, "\n".join(lines) + "\n"))
+                current = None
+    return tables
+
+
 class Reset:
     def __init__(self, module):
         self.module = module
@@ -247,26 +261,33 @@ class Reset:
                     self.run([ip, "link", "delete", link], check_rc=False)
 
     def iptables(self, kube_proxy):
-        if os.path.exists(kube_proxy):
-            rc, out = self.run(["iptables-save"], check_rc=False) if self.module.get_bin_path("iptables-save") \
-                else (1, "")
-            if rc == 0 and ":KUBE-" in out:
-                self.result["kube_proxy_cleanup"] = True
-                if not self.check:
-                    # Exit code is 1 when some mode (ipvs, nftables) has nothing to clean: not an error.
-                    self.run([kube_proxy, "--cleanup"], check_rc=False)
         save = self.module.get_bin_path("iptables-save")
         restore = self.module.get_bin_path("iptables-restore")
-        if save is None or restore is None:
+        if save is None:
             return
-        for table in ("nat", "filter", "mangle", "raw"):
-            _rc, out = self.run([save, "-t", table], check_rc=False)
-            chains = [line[1:].split()[0] for line in out.splitlines()
+        # Every table in one save, and one restore for all of them: each iptables process costs a start.
+        rc, out = self.run([save], check_rc=False)
+        if rc == 0 and ":KUBE-" in out and os.path.exists(kube_proxy):
+            self.result["kube_proxy_cleanup"] = True
+            if self.check:
+                return self._cni_chains(out, None)
+            # Exit code is 1 when some mode (ipvs, nftables) has nothing to clean: not an error.
+            self.run([kube_proxy, "--cleanup"], check_rc=False)
+            rc, out = self.run([save], check_rc=False)
+        if rc == 0:
+            self._cni_chains(out, restore)
+
+    def _cni_chains(self, saved, restore):
+        """Delete the pod network's chains found in `saved` (all tables) with one restore (none: only report)."""
+        script = []
+        for table, text in saved_tables(saved):
+            chains = [line[1:].split()[0] for line in text.splitlines()
                       if line.startswith(":") and line[1:].startswith(CNI_CHAIN_PREFIXES)]
             self.result["chains"].extend("%s/%s" % (table, c) for c in chains)
-            if self.check or not chains:
-                continue
-            self.run([restore, "--noflush"], data=removal_script(table, out, chains))
+            if chains:
+                script.append(removal_script(table, text, chains))
+        if script and restore is not None and not self.check:
+            self.run([restore, "--noflush"], data="".join(script))
 
     def mounts(self, roots):
         roots = [r.rstrip("/") for r in roots]

@@ -130,3 +130,51 @@ def test_the_pod_networks_devices_go_away(netns):
     assert "cilium_" not in links and "calico" not in links, links
     assert sorted(reset.result["removed"]) == ["link:cilium_host", "link:cilium_net", "link:cilium_vxlan",
                                                "link:vxlan.calico"]
+
+
+class CountingModule(NamespacedModule):
+    def __init__(self, netns, check_mode=False):
+        super().__init__(netns)
+        self.check_mode, self.calls = check_mode, []
+
+    def run_command(self, argv, data=None, binary_data=False):
+        self.calls.append(os.path.basename(argv[0]))
+        return super().run_command(argv, data, binary_data)
+
+
+def _kube_proxy_and_cni_rules(netns, tmp_path):
+    """kube-proxy's chain and a CNI chain in nat; a stand-in kube-proxy whose --cleanup removes its own."""
+    _iptables(netns, "-t", "nat", "-N", "KUBE-POSTROUTING")
+    _iptables(netns, "-t", "nat", "-A", "POSTROUTING", "-j", "KUBE-POSTROUTING")
+    _iptables(netns, "-t", "nat", "-N", CHAIN)
+    _iptables(netns, "-t", "nat", "-A", "POSTROUTING", "-s", "198.18.64.2/32", "-j", CHAIN)
+    kube_proxy = tmp_path / "kube-proxy"
+    kube_proxy.write_text("#!/bin/sh\n[ \"$1\" = --cleanup ] || exit 2\n"
+                          "iptables -t nat -D POSTROUTING -j KUBE-POSTROUTING && iptables -t nat -X KUBE-POSTROUTING\n")
+    kube_proxy.chmod(0o755)
+    return str(kube_proxy)
+
+
+def test_kube_proxys_cleanup_runs_then_the_pod_networks_chains_go_in_one_restore(netns, tmp_path):
+    kube_proxy = _kube_proxy_and_cni_rules(netns, tmp_path)
+    module = CountingModule(netns)
+    reset = Reset(module)
+    reset.iptables(kube_proxy)
+    saved = _saved(netns)
+    assert "KUBE-" not in saved and "CNI-" not in saved, saved
+    assert reset.result["kube_proxy_cleanup"] is True and reset.result["chains"] == [f"nat/{CHAIN}"]
+    # One save to look, kube-proxy's own cleanup, one save of what is left, one restore for every table.
+    assert module.calls == ["iptables-save", "kube-proxy", "iptables-save", "iptables-restore"]
+
+
+def test_check_mode_reports_both_and_changes_nothing(netns, tmp_path):
+    kube_proxy = _kube_proxy_and_cni_rules(netns, tmp_path)
+    before = _saved(netns)
+    module = CountingModule(netns, check_mode=True)
+    reset = Reset(module)
+    reset.iptables(kube_proxy)
+    assert reset.result["kube_proxy_cleanup"] is True and reset.result["chains"] == [f"nat/{CHAIN}"]
+    assert module.calls == ["iptables-save"]
+    after = _saved(netns)
+    assert [line for line in after.splitlines() if not line.startswith("#")] == \
+        [line for line in before.splitlines() if not line.startswith("#")]
