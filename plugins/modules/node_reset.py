@@ -158,6 +158,11 @@ def removal_script(table, saved, chains):
     return "\n".join(lines)
 
 
+def unit_names(names):
+    """systemd unit names, a bare name taken as a service."""
+    return [n if "." in n else n + ".service" for n in names]
+
+
 def saved_tables(saved):
     """[(table, its part of iptables-save's output)], in the order saved."""
     tables, current, lines = [], None, []
@@ -192,7 +197,7 @@ class Reset:
             return
         systemctl = self.module.get_bin_path("systemctl", required=True)
         _rc, out = self.run([systemctl, "show", "--property=Id,LoadState,ActiveState,UnitFileState", "--"]
-                            + [n if "." in n else n + ".service" for n in names])
+                            + unit_names(names))
         up = []
         for block in out.strip().split("\n\n"):
             props = dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
@@ -208,7 +213,7 @@ class Reset:
         """One `systemctl restart` for all units."""
         if not names:
             return
-        units = [n if "." in n else n + ".service" for n in names]
+        units = unit_names(names)
         self.result["restarted"] = units
         if not self.check:
             self.run([self.module.get_bin_path("systemctl", required=True), "restart", "--"] + units)
