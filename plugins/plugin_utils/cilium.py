@@ -37,6 +37,8 @@ HEALTH_PORT = 9879  # the agent's own /healthz, on loopback
 OPERATOR_HEALTH_PORT = 9234
 CNI_CONF = "05-cilium.conflist"
 CNI_BIN_DIR = "/usr/lib/cni"  # where containerd looks for plugins on Debian nodes (upstream: /opt/cni/bin)
+TUNNEL_DEVICE = "cilium_vxlan"
+IP_TOOL = "/usr/sbin/ip"  # iproute2's: busybox's ip cannot make a flow-based VXLAN device
 DEFAULT_AGENT_RESOURCES = {"requests": {"cpu": "100m", "memory": "200Mi"}, "limits": {"memory": "1Gi"}}
 DEFAULT_OPERATOR_RESOURCES = {"requests": {"cpu": "20m", "memory": "50Mi"}, "limits": {"memory": "300Mi"}}
 
@@ -141,9 +143,21 @@ OPERATOR_RULES = rules(
 )
 
 
-def agent_daemonset(image, api_host, api_port, resources=None, cni_bin_dir=CNI_BIN_DIR):
+def _tunnel_device_script(tunnel_port):
+    # Cilium 1.20 hashes its datapath configuration (the tunnel device's index in it) before it makes that device:
+    # on a node without one the first hash fails, and every BPF template compiled until the agent's next
+    # datapath initialisation is thrown away and compiled again. Made here as the agent makes it (flow-based
+    # VXLAN on its port; the agent sets MTU and state), the first hash holds. A device on another port the
+    # agent replaces; an image without iproute2 leaves it all to the agent.
+    return ("[ ! -x {ip} ] || {ip} link show {dev} >/dev/null 2>&1 || "
+            "{ip} link add {dev} type vxlan external dstport {port}".format(
+                ip=IP_TOOL, dev=TUNNEL_DEVICE, port=check_port(tunnel_port, "tunnel port")))
+
+
+def agent_daemonset(image, api_host, api_port, resources=None, cni_bin_dir=CNI_BIN_DIR, tunnel_port=8472):
     """The agent on every node: it compiles and loads the datapath, so it runs privileged in the node's network
-    namespace. Its first container copies the CNI plugin onto the node."""
+    namespace. Its init container mounts the bpf filesystem, copies the CNI plugin onto the node and makes the
+    tunnel device."""
     image = check_image(image)
     env = [field_env("K8S_NODE_NAME", "spec.nodeName"), field_env("CILIUM_K8S_NAMESPACE", "metadata.namespace"),
            *api_env(api_host, api_port)]
@@ -175,7 +189,8 @@ def agent_daemonset(image, api_host, api_port, resources=None, cni_bin_dir=CNI_B
             "command": ["/bin/busybox", "sh", "-ec",
                         "grep -q ' /sys/fs/bpf bpf ' /proc/mounts || mount -t bpf bpf /sys/fs/bpf\n"
                         "cp /usr/local/bin/cilium-cni /host/opt/cni/bin/.cilium-cni.new\n"
-                        "mv /host/opt/cni/bin/.cilium-cni.new /host/opt/cni/bin/cilium-cni"],
+                        "mv /host/opt/cni/bin/.cilium-cni.new /host/opt/cni/bin/cilium-cni\n"
+                        + _tunnel_device_script(tunnel_port)],
             "securityContext": {"privileged": True},
             "volumeMounts": [{"name": "bpf-maps", "mountPath": "/sys/fs/bpf", "mountPropagation": "Bidirectional"},
                              {"name": "cni-path", "mountPath": "/host/opt/cni/bin"}],
@@ -272,7 +287,7 @@ def manifests(agent_image, operator_image, api_host, api_port, tunnel_port=8472,
     objects += account(AGENT, AGENT_RULES)
     objects += account(OPERATOR, OPERATOR_RULES)
     objects.append(operator_deployment(operator_image, api_host, api_port, operator_resources))
-    objects.append(agent_daemonset(agent_image, api_host, api_port, agent_resources, cni_bin_dir))
+    objects.append(agent_daemonset(agent_image, api_host, api_port, agent_resources, cni_bin_dir, tunnel_port))
     return add_labels(objects, labels)
 
 

@@ -381,18 +381,20 @@ def write_if_changed(path: Path, text: str) -> None:
 
 def cilium_files(cilium_dir: Path) -> tuple[tuple[tuple[Path, str], ...], tuple[tuple[str, str], ...]]:
     """What the Cilium agent needs beside itself: its CNI plugin, the datapath sources and clang to compile them
-    on the node (Debian's clang-19), iptables, and a static busybox for the step that installs the plugin."""
+    on the node (Debian's clang-19), iptables, a static busybox for the init container's steps and iproute2's ip
+    for the one busybox cannot do (the flow-based tunnel device)."""
     clang = Path("/usr/lib/llvm-19/bin/clang")
     busybox = Path("/bin/busybox")
-    for tool, package in ((clang, "clang-19"), (busybox, "busybox-static")):
+    ip_tool = Path("/bin/ip")
+    for tool, package in ((clang, "clang-19"), (busybox, "busybox-static"), (ip_tool, "iproute2")):
         if not tool.is_file():
             sys.exit(f"error: {tool} not found: install the Debian package '{package}'")
     ipt_extras, ipt_links = iptables_files()
     extras = [(cilium_dir / "bin" / "cilium-cni", "usr/local/bin/cilium-cni"), (clang, "usr/lib/llvm-19/bin/clang"),
-              (busybox, "bin/busybox"), *ipt_extras]
+              (busybox, "bin/busybox"), (ip_tool, "usr/sbin/ip"), *ipt_extras]
     links = [("usr/local/bin/clang", "/usr/lib/llvm-19/bin/clang"), *ipt_links]
     have = {dest for _src, dest in extras}
-    lib_extras, lib_links = library_files([clang], have)
+    lib_extras, lib_links = library_files([clang, ip_tool], have)
     extras += lib_extras
     links += lib_links
     bpf = cilium_dir / "bpf"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.kosmos.kubenest.plugins.filter.cilium_manifests import cilium_manifests
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils import cilium
 
 BASE = {"agent_image": "kubenest.local/cilium:v1.20.2", "operator_image": "kubenest.local/cilium-operator:v1.20.2",
         "api_host": "198.18.0.11", "api_port": 31443}
@@ -42,7 +43,19 @@ def test_one_init_container_mounts_the_bpf_filesystem_and_installs_the_cni_plugi
     assert init["command"][:3] == ["/bin/busybox", "sh", "-ec"]  # a failed step fails the container
     script = init["command"][3].splitlines()
     assert script[0].endswith("mount -t bpf bpf /sys/fs/bpf")
-    assert script[-1] == "mv /host/opt/cni/bin/.cilium-cni.new /host/opt/cni/bin/cilium-cni"
+    assert script[2] == "mv /host/opt/cni/bin/.cilium-cni.new /host/opt/cni/bin/cilium-cni"
+    assert script[-1].endswith("/usr/sbin/ip link add cilium_vxlan type vxlan external dstport 8472")
+
+
+def test_the_init_container_makes_the_tunnel_device_on_the_configured_port():
+    pod = _objects(tunnel_port=8473)[("DaemonSet", "cilium")]["spec"]["template"]["spec"]
+    [init] = pod["initContainers"]
+    assert init["command"][3].splitlines()[-1].endswith("type vxlan external dstport 8473")
+
+
+def test_a_tunnel_port_out_of_range_is_refused():
+    with pytest.raises(ValueError, match="tunnel port 70000 is not a port number"):
+        cilium.agent_daemonset("kubenest.local/cilium:v1.20.2", "198.18.0.11", 6443, tunnel_port=70000)
 
 
 def test_config_is_a_tunnel_with_network_policy_and_the_nodes_pod_cidrs():
