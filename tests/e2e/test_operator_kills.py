@@ -8,8 +8,10 @@ without a running kubelet. The kill points are tasks of the node_promote role, s
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
+import yaml
 from kubernetes import client as k8s
 from kubernetes import watch
 
@@ -32,12 +34,30 @@ NS = "kubenest-e2e-kills"
 NODE = "kn-w1"
 # (task of promotion at which the operator dies, task of return at which it dies), in role order.
 POINTS = [
-    ("Cordon and drain the host node", "Drain the node in the tenant"),
+    ("Cordon the host node and evict its pods", "Drain the node in the tenant"),
     ("Delete the Node from the host cluster", "Put the host configuration back"),
     ("Start the kubelet", "Start the host node services"),
     ("Wait until the Node is Ready in the tenant", "Wait until the node is Ready in the host cluster"),
 ]
 IN_CI: set[str] = set()  # about 4 min per point: make test-long
+ROLE_TASKS = Path(__file__).resolve().parents[2] / "roles" / "node_promote" / "tasks"
+
+
+def _task_names(tasks):
+    for task in tasks or []:
+        if isinstance(task, dict):
+            yield task.get("name", "")
+            yield from _task_names(task.get("block"))
+            yield from _task_names(task.get("rescue"))
+            yield from _task_names(task.get("always"))
+
+
+def test_every_kill_point_is_a_task_of_the_role():
+    """In CI: a renamed task would leave its long point waiting 15 minutes for a task that never comes."""
+    names = [name for path in sorted(ROLE_TASKS.glob("*.yml"))
+             for name in _task_names(yaml.safe_load(path.read_text()))]
+    missing = [task for point in POINTS for task in point if not any(task in name for name in names)]
+    assert not missing, f"kill points that are no task of the node_promote role: {missing}"
 
 
 @pytest.fixture(scope="module")
