@@ -24,6 +24,7 @@ from ansible_collections.kosmos.kubenest.plugins.plugin_utils.node_network impor
     check_port,
     field_env,
     host_path,
+    namespace_role,
     rules,
 )
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.references import check_image
@@ -113,6 +114,9 @@ AGENT_RULES = rules(
     ("cilium.io", ["ciliumnodes", "ciliumnodes/status"], ("get", "update")),
     ("cilium.io", ["ciliumendpoints", "ciliumendpoints/status"], ("patch",)),
 )
+
+# The agent watches its own ConfigMap for settings that change while it runs; only that namespace's.
+AGENT_NAMESPACE_RULES = rules(("", ["configmaps"], READ))
 
 OPERATOR_RULES = rules(
     ("", ["pods"], READ + ("delete",)),
@@ -285,6 +289,7 @@ def manifests(agent_image, operator_image, api_host, api_port, tunnel_port=8472,
     """Every object of the pod network, in an order they can be applied in."""
     objects = [config_map(tunnel_port, mtu)]
     objects += account(AGENT, AGENT_RULES)
+    objects += namespace_role(AGENT, AGENT_NAMESPACE_RULES)
     objects += account(OPERATOR, OPERATOR_RULES)
     objects.append(operator_deployment(operator_image, api_host, api_port, operator_resources))
     objects.append(agent_daemonset(agent_image, api_host, api_port, agent_resources, cni_bin_dir, tunnel_port))

@@ -78,6 +78,18 @@ def account(name, cluster_rules):
     ]
 
 
+def namespace_role(name, namespace_rules):
+    """A Role in kube-system for what an account reads only there, bound to the ServiceAccount of account()."""
+    meta = {"name": name, "namespace": NAMESPACE}
+    return [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": dict(meta),
+         "rules": namespace_rules},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": dict(meta),
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": NAMESPACE}]},
+    ]
+
+
 def api_env(api_host, api_port):
     """Where the API server is, for clients that start before the pod network and Services work."""
     return [{"name": "KUBERNETES_SERVICE_HOST", "value": check_host(api_host)},

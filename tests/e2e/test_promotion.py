@@ -199,6 +199,10 @@ def test_seed_cr_promotes_a_worker_that_serves_the_tenant(promoting):
     dns_pod = tenant_core.list_namespaced_pod("kube-system", label_selector="k8s-app=kube-dns").items[0]
     assert dns_pod.spec.node_name == "kn-w1"
     assert "CoreDNS-" in tenant_core.read_namespaced_pod_log(dns_pod.metadata.name, "kube-system")
+    # Every read Cilium's agent makes is allowed: a refused one only shows as errors repeating in its log.
+    [agent] = tenant_core.list_namespaced_pod("kube-system", label_selector="k8s-app=cilium").items
+    agent_log = tenant_core.read_namespaced_pod_log(agent.metadata.name, "kube-system", container="cilium-agent")
+    assert "is forbidden" not in agent_log, [line for line in agent_log.splitlines() if "is forbidden" in line][:3]
     version = stream(tenant_core.connect_get_namespaced_pod_exec, dns_pod.metadata.name, "kube-system",
                      command=["/usr/local/bin/coredns", "-version"], stdout=True, stderr=True, stdin=False, tty=False)
     assert version.startswith("CoreDNS-"), version

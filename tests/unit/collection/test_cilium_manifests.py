@@ -124,3 +124,14 @@ def test_a_definition_that_is_not_one_of_cilium_s_crds_is_refused(doc, message):
 
     with pytest.raises(ValueError, match=message):
         cilium.crd_definitions([("file.yaml", doc)], "1.33.12")
+
+
+def test_the_agent_reads_configmaps_of_its_own_namespace_only():
+    objects = _objects()
+    role, binding = objects[("Role", "cilium")], objects[("RoleBinding", "cilium")]
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "kube-system"
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cilium"}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "cilium", "namespace": "kube-system"}]
+    cluster_wide = objects[("ClusterRole", "cilium")]["rules"]
+    assert not [r for r in cluster_wide if "configmaps" in r["resources"]]
