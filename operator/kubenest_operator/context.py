@@ -32,7 +32,8 @@ class Context:
         run_dirs.prune()
         runner = PlaybookRunner(playbook_dir=config.playbook_dir, run_dirs=run_dirs,
                                 collections_path=collections_path(), max_parallel=config.max_parallel,
-                                timeout=config.run_timeout)
+                                timeout=config.run_timeout,
+                                module_cache_dir=config.runs_dir.with_name(config.runs_dir.name + "-modules"))
         identity = AgentClientIdentity(config.runs_dir.with_name(config.runs_dir.name + "-agent-client"))
         return cls(config, configuration, Api(configuration), runner,
                    RunSlots(config.max_parallel, config.max_parallel_per_namespace), ObjectLocks(), identity,

@@ -70,7 +70,13 @@ def write_ansible_config(tmp_dir: Path) -> Path | None:
     return path
 
 
-def run_environment(collections_path: str | None, tmp_dir: Path, config: Path | None = None) -> dict[str, str]:
+# Module payloads built by one run serve the next ones (kosmos.kubenest.module_cache): a promotion's first task with
+# each of its seven node-side modules no longer waits about 0.25 s for the payload to be built.
+MODULE_CACHE_CALLBACK = "kosmos.kubenest.module_cache"
+
+
+def run_environment(collections_path: str | None, tmp_dir: Path, config: Path | None = None,
+                    module_cache_dir: Path | None = None) -> dict[str, str]:
     venv_bin = str(Path(sys.executable).parent)
     env = {
         # The ansible-playbook next to this interpreter, with the same packages (kubernetes, kopf's deps).
@@ -87,6 +93,10 @@ def run_environment(collections_path: str | None, tmp_dir: Path, config: Path | 
     }
     if config is not None:
         env["ANSIBLE_CONFIG"] = str(config)
+    if module_cache_dir is not None:
+        enabled = [name for name in os.environ.get("ANSIBLE_CALLBACKS_ENABLED", "").split(",") if name.strip()]
+        env["ANSIBLE_CALLBACKS_ENABLED"] = ",".join([*enabled, MODULE_CACHE_CALLBACK])
+        env["KUBENEST_MODULE_CACHE_DIR"] = str(module_cache_dir)
     if collections_path:
         existing = os.environ.get("ANSIBLE_COLLECTIONS_PATH")
         env["ANSIBLE_COLLECTIONS_PATH"] = os.pathsep.join(p for p in (collections_path, existing) if p)
@@ -231,8 +241,9 @@ class PlaybookRunner:
     """Runs one playbook of `playbook_dir` per call, in a thread of its own pool."""
 
     def __init__(self, *, playbook_dir: Path, run_dirs: RunDirs, collections_path: str | None,
-                 max_parallel: int, timeout: int | None):
+                 max_parallel: int, timeout: int | None, module_cache_dir: Path | None = None):
         self.playbook_dir = Path(playbook_dir)
+        self.module_cache_dir = module_cache_dir
         self.run_dirs = run_dirs
         self.collections_path = collections_path
         self.timeout = timeout
@@ -273,7 +284,8 @@ class PlaybookRunner:
                 playbook=playbook,
                 ident=run_id,
                 inventory=local_inventory(path / "tmp"),
-                envvars=run_environment(self.collections_path, path / "tmp", write_ansible_config(path / "tmp")),
+                envvars=run_environment(self.collections_path, path / "tmp", write_ansible_config(path / "tmp"),
+                                        self.module_cache_dir),
                 quiet=True,  # task output may hold data the operator's log must not show
                 event_handler=event_handler,
                 cancel_callback=cancel.is_set,

@@ -194,3 +194,15 @@ def test_after_a_run_only_its_artifacts_stay(tmp_path):
     finish(fd)
     assert sorted(p.name for p in path.iterdir()) == [".lock", "artifacts"]
     assert (path / "artifacts" / "x" / "stdout").is_file()
+
+
+def test_runs_keep_module_payloads_where_the_operator_says(tmp_path, monkeypatch):
+    monkeypatch.delenv("ANSIBLE_CALLBACKS_ENABLED", raising=False)
+    assert "KUBENEST_MODULE_CACHE_DIR" not in run_environment(None, tmp_path)
+    env = run_environment(None, tmp_path, module_cache_dir=tmp_path / "modules")
+    assert env["ANSIBLE_CALLBACKS_ENABLED"] == "kosmos.kubenest.module_cache"
+    assert env["KUBENEST_MODULE_CACHE_DIR"] == str(tmp_path / "modules")
+    # Callbacks the operator's environment enables stay enabled.
+    monkeypatch.setenv("ANSIBLE_CALLBACKS_ENABLED", "ansible.posix.profile_tasks")
+    env = run_environment(None, tmp_path, module_cache_dir=tmp_path / "modules")
+    assert env["ANSIBLE_CALLBACKS_ENABLED"] == "ansible.posix.profile_tasks,kosmos.kubenest.module_cache"
