@@ -16,6 +16,8 @@ description:
     network's own devices O(links), removes the
     iptables chains kube-proxy made (C(kube-proxy --cleanup)) and the CNI plugins' chains, unmounts what the
     kubelet mounted, deletes O(paths), and restarts O(restart_units).
+  - C(kube-proxy --cleanup) starts as soon as the units are stopped and runs while containers and network
+    namespaces are removed; the CNI plugins' chains are removed once it has ended.
   - Images stay, so the node does not fetch them again. Idempotent; a clean node reports no change, unless
     O(restart_units) are given, as those are restarted on every run.
 author:
@@ -135,6 +137,7 @@ seconds:
 import os
 import re
 import shutil
+import threading
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -183,6 +186,7 @@ class Reset:
         self.check = module.check_mode
         self.result = dict(stopped=[], containers=[], netns=[], unmounted=[], removed=[], chains=[],
                            kube_proxy_cleanup=False, restarted=[])
+        self.cleanup = None  # kube-proxy's cleanup, once started in the background
 
     def run(self, argv, check_rc=True, data=None):
         rc, out, err = self.module.run_command(argv, data=data, binary_data=data is not None)
@@ -265,10 +269,31 @@ class Reset:
                 if not self.check:
                     self.run([ip, "link", "delete", link], check_rc=False)
 
+    def start_kube_proxy_cleanup(self, kube_proxy):
+        """kube-proxy's cleanup of its chains (about a second of iptables calls on a host node), started once
+        the units are stopped so that it runs while the containers and the pod network go; iptables() waits."""
+        save = self.module.get_bin_path("iptables-save")
+        if self.check or save is None:
+            return
+        rc, out = self.run([save], check_rc=False)
+        if rc == 0 and ":KUBE-" in out and os.path.exists(kube_proxy):
+            self.result["kube_proxy_cleanup"] = True
+            # Exit code is 1 when some mode (ipvs, nftables) has nothing to clean: not an error.
+            self.cleanup = threading.Thread(target=self.run, args=([kube_proxy, "--cleanup"],),
+                                            kwargs=dict(check_rc=False), daemon=True)
+            self.cleanup.start()
+
     def iptables(self, kube_proxy):
         save = self.module.get_bin_path("iptables-save")
         restore = self.module.get_bin_path("iptables-restore")
         if save is None:
+            return
+        if self.cleanup is not None:
+            self.cleanup.join()
+            self.cleanup = None
+            rc, out = self.run([save], check_rc=False)
+            if rc == 0:
+                self._cni_chains(out, restore)
             return
         # Every table in one save, and one restore for all of them: each iptables process costs a start.
         rc, out = self.run([save], check_rc=False)
@@ -351,7 +376,11 @@ def main():
             module.fail_json(msg="paths: refusing to delete %s" % path)
     reset = Reset(module)
     seconds = {}
-    for stage, run in (("units", lambda: reset.units(p["stop_units"])),
+    def units():
+        reset.units(p["stop_units"])
+        reset.start_kube_proxy_cleanup(p["kube_proxy"])
+
+    for stage, run in (("units", units),
                        ("containers", lambda: reset.containers(p["containerd_namespace"])),
                        ("network", lambda: reset.network(p["bridge"], p["links"])),
                        ("iptables", lambda: reset.iptables(p["kube_proxy"])),

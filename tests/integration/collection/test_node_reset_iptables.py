@@ -178,3 +178,38 @@ def test_check_mode_reports_both_and_changes_nothing(netns, tmp_path):
     after = _saved(netns)
     assert [line for line in after.splitlines() if not line.startswith("#")] == \
         [line for line in before.splitlines() if not line.startswith("#")]
+
+
+def test_kube_proxys_cleanup_runs_beside_the_other_stages_and_is_waited_for(netns, tmp_path):
+    """Started once the units stop, ended before the CNI chains go: its chains and the CNI's are all gone."""
+    _iptables(netns, "-t", "nat", "-N", "KUBE-SERVICES")
+    _iptables(netns, "-t", "nat", "-A", "PREROUTING", "-j", "KUBE-SERVICES")
+    _iptables(netns, "-t", "nat", "-N", CHAIN)
+    _iptables(netns, "-t", "nat", "-A", "POSTROUTING", "-s", "198.18.64.2/32", "-j", CHAIN)
+    done = tmp_path / "cleanup-ended"
+    # A stand-in for kube-proxy --cleanup that takes a while and removes what kube-proxy made.
+    fake = tmp_path / "kube-proxy"
+    fake.write_text("#!/bin/sh\nsleep 0.5\niptables -w -t nat -D PREROUTING -j KUBE-SERVICES\n"
+                    f"iptables -w -t nat -X KUBE-SERVICES\ntouch {done}\n")
+    fake.chmod(0o755)
+    reset = Reset(NamespacedModule(netns))
+    reset.start_kube_proxy_cleanup(str(fake))
+    assert reset.result["kube_proxy_cleanup"] and reset.cleanup is not None
+    reset.iptables(str(fake))
+    assert done.exists() and reset.cleanup is None
+    saved = _saved(netns)
+    assert "KUBE-" not in saved and "CNI-" not in saved, saved
+    assert reset.result["chains"] == [f"nat/{CHAIN}"]
+
+
+def test_no_cleanup_starts_without_kube_proxys_chains_or_in_check_mode(netns, tmp_path):
+    fake = tmp_path / "kube-proxy"
+    fake.write_text("#!/bin/sh\ntouch %s\n" % (tmp_path / "ran"))
+    fake.chmod(0o755)
+    reset = Reset(NamespacedModule(netns))
+    reset.start_kube_proxy_cleanup(str(fake))
+    assert reset.cleanup is None and not reset.result["kube_proxy_cleanup"]
+    _iptables(netns, "-t", "nat", "-N", "KUBE-SERVICES")
+    checking = Reset(CountingModule(netns, check_mode=True))
+    checking.start_kube_proxy_cleanup(str(fake))
+    assert checking.cleanup is None and not (tmp_path / "ran").exists()
