@@ -376,6 +376,7 @@ def main():
             module.fail_json(msg="paths: refusing to delete %s" % path)
     reset = Reset(module)
     seconds = {}
+
     def units():
         reset.units(p["stop_units"])
         reset.start_kube_proxy_cleanup(p["kube_proxy"])
