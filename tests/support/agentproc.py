@@ -86,15 +86,19 @@ class AgentProcess:
 
 def shutdown_muxes(control_dir: Path) -> None:
     """Stop every connection helper a test's plays left behind (they would idle out anyway)."""
-    from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.client import AgentClient, UnixFrameTransport
+    from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.client import UnixFrameTransport
     from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.protocol import encode
 
     for sock_path in Path(control_dir).glob("*.sock"):
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.connect(os.fspath(sock_path))
-            AgentClient(UnixFrameTransport(sock)).transport.send(encode({"op": "mux_shutdown", "id": 0}))
-        except OSError:
+            transport = UnixFrameTransport(sock)
+            # Read the greeting first: a socket closed with it unread resets the connection, and the mux would
+            # lose the request.
+            transport.recv(5)
+            transport.send(encode({"op": "mux_shutdown", "id": 0}))
+        except (OSError, AgentError):
             pass
         finally:
             sock.close()

@@ -4,6 +4,11 @@ Ansible forks a worker per task, so a connection plugin cannot keep a socket ope
 Like OpenSSH's ControlMaster, the first worker starts this process; it keeps the mutual-TLS websocket
 open, listens on a private Unix socket, relays frames (renumbering operation ids per local client),
 reconnects when the websocket dropped between tasks, and exits after an idle period.
+
+Greeting: every local client gets MUX_GREETING before anything else. A mux that is on its way out (idle,
+or told to shut down) first removes its socket path and then closes new connections without greeting them, so
+a worker that reached it a moment too late sees the close before it has sent anything, and starts a new mux
+instead of losing its task (see mux_client.connect_or_spawn).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.errors impor
 )
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.protocol import (
     MAX_FRAME,
+    MUX_GREETING,
     OPEN_OPS,
     SUBPROTOCOL,
     TERMINAL_REPLIES,
@@ -46,6 +52,18 @@ class Mux:
         self.numbers = itertools.count(1)
         self.last_activity = time.monotonic()
         self.stop = asyncio.Event()
+        self.socket_inode: int | None = None
+
+    def retire(self) -> None:
+        """Stop taking clients: the socket path goes first (if it is still ours), so new workers start a new mux."""
+        if self.stop.is_set():
+            return
+        try:
+            if self.socket_inode is not None and os.stat(self.args.socket).st_ino == self.socket_inode:
+                os.unlink(self.args.socket)
+        except FileNotFoundError:
+            pass
+        self.stop.set()
 
     async def connect(self) -> None:
         from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.tls import (
@@ -119,10 +137,14 @@ class Mux:
             pass
 
     async def handle_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.stop.is_set():  # reached on the way out: closed ungreeted, the worker starts a new mux
+            writer.close()
+            return
         number = next(self.numbers)
         self.clients[number] = writer
         self.last_activity = time.monotonic()
         try:
+            await self._to_client(number, MUX_GREETING)
             while True:
                 try:
                     (size,) = _LEN.unpack(await reader.readexactly(_LEN.size))
@@ -146,7 +168,7 @@ class Mux:
             await self._to_client(number, encode({"op": "error", "id": None, "code": exc.code, "message": exc.message}))
             return
         if header["op"] == "mux_shutdown":
-            self.stop.set()
+            self.retire()
             return
         orig = header.get("id")
         gid = f"{number}:{orig}"
@@ -183,12 +205,13 @@ class Mux:
                         pass
 
     async def watch_idle(self) -> None:
+        tick = min(1.0, max(0.05, self.args.idle_timeout / 4))
         while not self.stop.is_set():
-            await asyncio.sleep(1)
+            await asyncio.sleep(tick)
             idle = time.monotonic() - self.last_activity
             if not self.clients and not self.routes and idle > self.args.idle_timeout:
                 log.info("idle for %.0fs, exiting", idle)
-                self.stop.set()
+                self.retire()
 
     async def run(self) -> int:
         try:
@@ -202,16 +225,13 @@ class Mux:
             server = await asyncio.start_unix_server(self.handle_client, path, limit=MAX_FRAME + 1024)
         finally:
             os.umask(old_umask)
+        self.socket_inode = os.stat(path).st_ino
         print("ready", flush=True)
         _detach_stdout()
         watcher = asyncio.create_task(self.watch_idle())
         async with server:
             await self.stop.wait()
         watcher.cancel()
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
         if self.ws is not None:
             await self.ws.close()
         return 0

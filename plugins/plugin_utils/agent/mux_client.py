@@ -6,13 +6,21 @@ import fcntl
 import hashlib
 import os
 import socket
+import struct
 import subprocess
 import sys
 from pathlib import Path
 
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.errors import AgentUnreachable
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.protocol import MUX_GREETING
 
 SPAWN_TIMEOUT_S = 60
+# A mux busy relaying still greets within milliseconds; this only bounds a mux that hangs.
+GREETING_TIMEOUT_S = 30
+# Part of the socket's name: a worker never talks to a mux of an older local protocol (one that does not greet).
+MUX_PROTOCOL = "2"
+# As the mux sends every frame to a worker: length-prefixed.
+_GREETING_ON_THE_WIRE = struct.pack(">I", len(MUX_GREETING)) + MUX_GREETING
 MUX_MODULE = __name__.rsplit(".", 1)[0] + ".mux"
 
 
@@ -28,19 +36,47 @@ def _mux_env() -> dict[str, str]:
 
 
 def socket_path(mux_dir: str, uri: str, server_name: str, ca: str, cert: str, key: str, pin: str = "") -> Path:
-    ident = "\0".join((uri, server_name or "", os.path.abspath(ca), os.path.abspath(cert), os.path.abspath(key),
-                       pin))
+    ident = "\0".join((MUX_PROTOCOL, uri, server_name or "", os.path.abspath(ca), os.path.abspath(cert),
+                       os.path.abspath(key), pin))
     return Path(mux_dir) / (hashlib.sha256(ident.encode()).hexdigest()[:20] + ".sock")
 
 
 def _try_connect(path: Path) -> socket.socket | None:
+    """A greeted connection to the mux at `path`, or None when there is none or it is on its way out."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.connect(os.fspath(path))
-        return sock
+        if _greeted(sock, path):
+            return sock
     except (FileNotFoundError, ConnectionRefusedError):
+        pass
+    except BaseException:
         sock.close()
-        return None
+        raise
+    sock.close()
+    return None
+
+
+def _greeted(sock: socket.socket, path: Path) -> bool:
+    """Read the mux's greeting. A close (or reset) before it means the mux is exiting: nothing was sent yet,
+    so starting another one loses nothing."""
+    sock.settimeout(GREETING_TIMEOUT_S)
+    got = b""
+    try:
+        while len(got) < len(_GREETING_ON_THE_WIRE):
+            chunk = sock.recv(len(_GREETING_ON_THE_WIRE) - len(got))
+            if not chunk:
+                return False
+            got += chunk
+    except ConnectionResetError:
+        return False
+    except TimeoutError:
+        raise AgentUnreachable(f"the connection helper at {path} did not answer within {GREETING_TIMEOUT_S}s") from None
+    finally:
+        sock.settimeout(None)
+    if got != _GREETING_ON_THE_WIRE:
+        raise AgentUnreachable(f"the connection helper at {path} does not speak this collection's local protocol")
+    return True
 
 
 def connect_or_spawn(*, mux_dir: str, uri: str, server_name: str, ca: str, cert: str, key: str,

@@ -68,5 +68,9 @@ def decode(frame) -> tuple[dict, memoryview]:
     return header, view[_LEN.size + size:]
 
 
+# The mux's first frame to each local worker: only a greeted worker sends anything (see mux.py).
+MUX_GREETING = encode({"op": "mux_ready", "id": None})
+
+
 def error_header(code: str, message: str, op_id=None) -> dict:
     return {"op": "error", "id": op_id, "code": code, "message": message}
