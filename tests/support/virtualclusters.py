@@ -71,8 +71,11 @@ def sandbox_operator_paused():
 
 def install_crds(kubeconfig: Path) -> None:
     playbook = str(REPO_ROOT / "playbooks" / "install_crds.yml")
-    subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), playbook,
-                    "-e", f"kubenest_admin_kubeconfig={kubeconfig}"], check=True, capture_output=True, timeout=300)
+    proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), playbook,
+                           "-e", f"kubenest_admin_kubeconfig={kubeconfig}"],
+                          capture_output=True, text=True, timeout=300, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"install_crds.yml failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
 
 
 def ensure_namespace(api, name: str) -> None:

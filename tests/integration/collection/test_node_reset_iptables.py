@@ -142,15 +142,18 @@ class CountingModule(NamespacedModule):
         return super().run_command(argv, data, binary_data)
 
 
-def _kube_proxy_and_cni_rules(netns, tmp_path):
-    """kube-proxy's chain and a CNI chain in nat; a stand-in kube-proxy whose --cleanup removes its own."""
+def _kube_proxy_and_cni_rules(netns, tmp_path, delay=0):
+    """kube-proxy's chain and a CNI chain in nat; a stand-in kube-proxy whose --cleanup removes its own, after
+    `delay` seconds, and leaves a file named cleanup-ended."""
     _iptables(netns, "-t", "nat", "-N", "KUBE-POSTROUTING")
     _iptables(netns, "-t", "nat", "-A", "POSTROUTING", "-j", "KUBE-POSTROUTING")
     _iptables(netns, "-t", "nat", "-N", CHAIN)
     _iptables(netns, "-t", "nat", "-A", "POSTROUTING", "-s", "198.18.64.2/32", "-j", CHAIN)
     kube_proxy = tmp_path / "kube-proxy"
-    kube_proxy.write_text("#!/bin/sh\n[ \"$1\" = --cleanup ] || exit 2\n"
-                          "iptables -t nat -D POSTROUTING -j KUBE-POSTROUTING && iptables -t nat -X KUBE-POSTROUTING\n")
+    kube_proxy.write_text(f"#!/bin/sh\n[ \"$1\" = --cleanup ] || exit 2\nsleep {delay}\n"
+                          "iptables -w -t nat -D POSTROUTING -j KUBE-POSTROUTING"
+                          " && iptables -w -t nat -X KUBE-POSTROUTING"
+                          f" && touch {tmp_path / 'cleanup-ended'}\n")
     kube_proxy.chmod(0o755)
     return str(kube_proxy)
 
@@ -182,21 +185,12 @@ def test_check_mode_reports_both_and_changes_nothing(netns, tmp_path):
 
 def test_kube_proxys_cleanup_runs_beside_the_other_stages_and_is_waited_for(netns, tmp_path):
     """Started once the units stop, ended before the CNI chains go: its chains and the CNI's are all gone."""
-    _iptables(netns, "-t", "nat", "-N", "KUBE-SERVICES")
-    _iptables(netns, "-t", "nat", "-A", "PREROUTING", "-j", "KUBE-SERVICES")
-    _iptables(netns, "-t", "nat", "-N", CHAIN)
-    _iptables(netns, "-t", "nat", "-A", "POSTROUTING", "-s", "198.18.64.2/32", "-j", CHAIN)
-    done = tmp_path / "cleanup-ended"
-    # A stand-in for kube-proxy --cleanup that takes a while and removes what kube-proxy made.
-    fake = tmp_path / "kube-proxy"
-    fake.write_text("#!/bin/sh\nsleep 0.5\niptables -w -t nat -D PREROUTING -j KUBE-SERVICES\n"
-                    f"iptables -w -t nat -X KUBE-SERVICES\ntouch {done}\n")
-    fake.chmod(0o755)
+    fake = _kube_proxy_and_cni_rules(netns, tmp_path, delay=0.5)
     reset = Reset(NamespacedModule(netns))
-    reset.start_kube_proxy_cleanup(str(fake))
+    reset.start_kube_proxy_cleanup(fake)
     assert reset.result["kube_proxy_cleanup"] and reset.cleanup is not None
-    reset.iptables(str(fake))
-    assert done.exists() and reset.cleanup is None
+    reset.iptables(fake)
+    assert (tmp_path / "cleanup-ended").exists() and reset.cleanup is None
     saved = _saved(netns)
     assert "KUBE-" not in saved and "CNI-" not in saved, saved
     assert reset.result["chains"] == [f"nat/{CHAIN}"]

@@ -14,6 +14,7 @@ import pytest
 from tests.support import k8sbin
 from tests.support.apiserver import ApiServer
 from tests.support.containerd import PrivateContainerd
+from tests.support.virtualclusters import install_crds
 
 startup_seconds: dict[str, float] = {}
 
@@ -76,3 +77,9 @@ def containerd():
     assert not runtime.process.running()
     assert runtime.leftover_shims() == []
     assert not runtime.workdir.exists()
+
+
+@pytest.fixture(scope="session")
+def kosmos_crds(apiserver) -> None:
+    """The kosmos.io CRDs, installed once through the collection's own playbook."""
+    install_crds(apiserver.kubeconfig)

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import concurrent.futures
-import subprocess
-import sys
-from pathlib import Path
 
 import kubernetes
 import pytest
@@ -14,16 +11,10 @@ from kubernetes.client.rest import ApiException
 from tests.support.playbook import run_module
 
 GROUP, VERSION, PLURAL = "kosmos.io", "v1alpha1", "globalnodes"
-REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
-def globalnodes(api_client, apiserver):
-    proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"),
-                           str(REPO / "playbooks" / "install_crds.yml"),
-                           "-e", f"kubenest_admin_kubeconfig={apiserver.kubeconfig}"],
-                          capture_output=True, text=True, timeout=300, check=False)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+def globalnodes(api_client, kosmos_crds):
     api = kubernetes.client.CustomObjectsApi(api_client)
 
     def make(name, labels, state="free"):

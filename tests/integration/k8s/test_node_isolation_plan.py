@@ -3,10 +3,6 @@ and gives every node's filter, as the node_isolation filter does from the same o
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import kubernetes
 import pytest
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.node_isolation import PORTS_ANNOTATION, plan
@@ -15,16 +11,10 @@ from kubernetes.client.rest import ApiException
 from tests.support.playbook import run_module
 
 GROUP, VERSION, PLURAL = "kosmos.io", "v1alpha1", "globalnodes"
-REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
-def objects(api_client, apiserver):
-    proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"),
-                           str(REPO / "playbooks" / "install_crds.yml"),
-                           "-e", f"kubenest_admin_kubeconfig={apiserver.kubeconfig}"],
-                          capture_output=True, text=True, timeout=300, check=False)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+def objects(api_client, kosmos_crds):
     core = kubernetes.client.CoreV1Api(api_client)
     custom = kubernetes.client.CustomObjectsApi(api_client)
     for name, address in (("iso-host-a", "198.18.7.1"), ("iso-host-b", "198.18.7.2")):

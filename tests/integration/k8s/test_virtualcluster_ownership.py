@@ -20,11 +20,7 @@ LABELS = {"app.kubernetes.io/managed-by": "kosmos.kubenest", "kosmos.io/virtualc
 
 
 @pytest.fixture(scope="module")
-def core(api_client, apiserver):
-    proc = subprocess.run([ANSIBLE_PLAYBOOK, str(REPO / "playbooks" / "install_crds.yml"),
-                           "-e", f"kubenest_admin_kubeconfig={apiserver.kubeconfig}"],
-                          capture_output=True, text=True, timeout=300, check=False)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+def core(api_client, kosmos_crds):
     api = kubernetes.client.CoreV1Api(api_client)
     try:
         api.create_namespace(kubernetes.client.V1Namespace(metadata=kubernetes.client.V1ObjectMeta(name=NS)))
