@@ -110,3 +110,24 @@ def test_nodes_the_caller_has_just_read_size_the_dns_without_a_read_of_its_own(t
     assert result.task(READ_NODES, "localhost").get("skipped") is True
     deployment = kubernetes.client.AppsV1Api(api_client).read_namespaced_deployment("coredns", "kube-system")
     assert deployment.spec.replicas == 2
+
+
+def test_a_second_include_in_the_same_run_applies_only_what_changed(tmp_path, apiserver, api_client):
+    """Ahead of the nodes, again once they joined: the same objects are not applied twice in one run."""
+    apply_task = "kosmos.kubenest.coredns : CoreDNS"
+    one = [{"metadata": {"name": "n1"}, "spec": {}}]
+    two = [*one, {"metadata": {"name": "n2"}, "spec": {}}]
+    common = {"coredns_kubeconfig": str(apiserver.kubeconfig), "coredns_service_cidr": apiserver.service_cidr,
+              "coredns_upstream": [], "coredns_wait": False}
+    tasks = [{"name": f"DNS {i}", "ansible.builtin.include_role": {"name": "kosmos.kubenest.coredns"},
+              "vars": {**common, "coredns_node_list": nodes}} for i, nodes in enumerate((one, one, two))]
+    playbook = write_play(tmp_path / "dns.yml", tasks, hosts="localhost", connection="local")
+    inventory = tmp_path / "hosts"
+    inventory.write_text(f"localhost ansible_python_interpreter={sys.executable}\n")
+    result = run_playbook(playbook, inventory, tmp_path / "cp")
+    assert result.rc == 0, result.stderr
+    applies = [task["hosts"]["localhost"] for play in result.data["plays"] for task in play["tasks"]
+               if task["task"]["name"] == apply_task]
+    assert [bool(a.get("skipped")) for a in applies] == [False, True, False]
+    deployment = kubernetes.client.AppsV1Api(api_client).read_namespaced_deployment("coredns", "kube-system")
+    assert deployment.spec.replicas == 2
