@@ -131,3 +131,40 @@ def test_a_second_include_in_the_same_run_applies_only_what_changed(tmp_path, ap
     assert [bool(a.get("skipped")) for a in applies] == [False, True, False]
     deployment = kubernetes.client.AppsV1Api(api_client).read_namespaced_deployment("coredns", "kube-system")
     assert deployment.spec.replicas == 2
+
+
+def test_objects_handed_over_and_applied_by_the_caller_are_not_applied_again(tmp_path, apiserver, api_client):
+    """The objects entry point reads the nodes and hands the DNS over as data; the caller applies it with its own
+    objects in one call, and the main entry point's later include only waits, unless the nodes changed."""
+    apply_task = "kosmos.kubenest.coredns : CoreDNS"
+    common = {"coredns_kubeconfig": str(apiserver.kubeconfig), "coredns_service_cidr": apiserver.service_cidr,
+              "coredns_upstream": [], "coredns_wait": False}
+    two = [{"metadata": {"name": f"n{i}"}, "spec": {}} for i in (1, 2)]
+    marker = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "caller-object", "namespace": "default"}}
+    tasks = [
+        {"name": "Hand over", "vars": common,
+         "ansible.builtin.include_role": {"name": "kosmos.kubenest.coredns", "tasks_from": "objects.yml"}},
+        {"name": "Caller's apply", "kosmos.kubenest.kube_apply": {
+            "kubeconfig": str(apiserver.kubeconfig), "definition": "{{ [caller_object] + coredns_objects }}"},
+         "vars": {"caller_object": marker}},
+        {"name": "Same nodes", "ansible.builtin.include_role": {"name": "kosmos.kubenest.coredns"},
+         "vars": {**common, "coredns_node_list": []}},
+        {"name": "Two nodes", "ansible.builtin.include_role": {"name": "kosmos.kubenest.coredns"},
+         "vars": {**common, "coredns_node_list": two}},
+    ]
+    playbook = write_play(tmp_path / "dns.yml", tasks, hosts="localhost", connection="local")
+    inventory = tmp_path / "hosts"
+    inventory.write_text(f"localhost ansible_python_interpreter={sys.executable}\n")
+    result = run_playbook(playbook, inventory, tmp_path / "cp")
+    assert result.rc == 0, result.stderr
+
+    def skipped(name):
+        return [bool(task["hosts"]["localhost"].get("skipped")) for play in result.data["plays"]
+                for task in play["tasks"] if task["task"]["name"] == name]
+
+    assert skipped(READ_NODES) == [False, True, True]  # read by the hand-over only: the includes were given lists
+    assert skipped(apply_task) == [True, False]
+    core, apps = kubernetes.client.CoreV1Api(api_client), kubernetes.client.AppsV1Api(api_client)
+    assert core.read_namespaced_config_map("caller-object", "default").metadata.name == "caller-object"
+    assert core.read_namespaced_service("kube-dns", "kube-system").spec.cluster_ip
+    assert apps.read_namespaced_deployment("coredns", "kube-system").spec.replicas == 2
