@@ -9,6 +9,8 @@ CoreDNS, Konnectivity agent: every kube-system pod there).
 Baselines, measured in the same run on the same machines: the host cluster's own CoreDNS, restarted
 (rollout restart until every replica is new and available), and its memory per replica; the host's own add-ons
 per node (its kube-system pods: Cilium and CoreDNS).
+Each create starts once the machine has settled from the run before (bench/settle.py); the first may also copy
+images the node lacks.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench import phases  # noqa: E402
+from bench.settle import settle  # noqa: E402
 from sandbox.machines.config import from_env  # noqa: E402
 from sandbox.operator import write_site_vars  # noqa: E402
 from tests.support.virtualclusters import (  # noqa: E402
@@ -44,7 +47,7 @@ from tests.support.virtualclusters import (  # noqa: E402
 )
 
 NS, NODE = "kubenest-bench-addons", "kn-w3"
-RUNS = int(os.environ.get("KUBENEST_BENCH_ADDONS", "3"))
+RUNS = int(os.environ.get("KUBENEST_BENCH_ADDONS", "5"))
 POLL_S = 0.2
 MiB = 1024 * 1024
 
@@ -209,6 +212,8 @@ def main() -> int:
                     addons=lambda name=name: condition(get_vc(api, NS, name), "AddonsReady").get("status")
                     == "True",
                     ready=lambda name=name: condition(get_vc(api, NS, name), "Ready").get("status") == "True")
+                # The node returned by the run before rebuilds its pod network meanwhile; the host's DNS restarts.
+                settled = settle(floor_s=20)
                 created, created_at = time.monotonic(), dt.datetime.now(dt.UTC)
                 create_vc(api, NS, name, {"promoteResources": {"nodes": [NODE]}})
                 seen = moments.result()
@@ -229,7 +234,8 @@ def main() -> int:
                 baselines.append(seconds)
                 base_memory.append(host_memory)
                 host_all_memory.append(host_addons_memory(api))
-                print(f"run {i + 1}: created -> Ready {to_ready[-1]:.1f} s, control plane Ready -> AddonsReady "
+                print(f"run {i + 1} (after {settled:.0f} s to settle): created -> Ready {to_ready[-1]:.1f} s, "
+                      "control plane Ready -> AddonsReady "
                       f"{from_cp[-1]:.1f} s, node Ready -> AddonsReady {from_node[-1]:.1f} s, add-ons "
                       f"{all_memory[-1] / MiB:.1f} MiB (CoreDNS {memory[-1] / MiB:.1f}); host CoreDNS restart "
                       f"{seconds:.1f} s, {host_memory / MiB:.1f} MiB; host add-ons per node "

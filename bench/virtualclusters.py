@@ -1,6 +1,7 @@
 """``make bench`` part 2: VirtualCluster lifecycle on the sandbox host cluster, driven by the real operator.
 
-Prints seconds from create to Ready (median of CREATES, each after the last was deleted), where the first
+Prints seconds from create to Ready (median of CREATES, each after the last was deleted and the machine settled,
+bench/settle.py), where the first
 create's time went (per phase, from its run's Ansible events), seconds to deletion, the memory and CPU of one idle
 virtual control plane (30 s after Ready, the median of six readings 5 s apart; the median of that over the first
 IDLE_SAMPLES creates, since one control plane's heap after start-up varies by tens of MiB), and a batch
@@ -34,6 +35,7 @@ from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.client impor
 from bench import phases  # noqa: E402
 from bench.process_memory import PeakSampler  # noqa: E402
 from bench.raw_control_plane import startup_seconds as raw_startup_seconds  # noqa: E402
+from bench.settle import settle  # noqa: E402
 from sandbox.machines.config import from_env  # noqa: E402
 from sandbox.operator import write_site_vars  # noqa: E402
 from tests.support.virtualclusters import (  # noqa: E402
@@ -189,6 +191,7 @@ def main() -> int:
             ready_s, delete_s, idle = [], [], []
             for i in range(CREATES):
                 name = f"single-{i}"
+                settle()  # the one deleted before stops its pods and wipes its volume meanwhile
                 started, created_at = time.monotonic(), dt.datetime.now(dt.UTC)
                 create_vc(api, NS, name)
                 wait_ready(api, NS, name, interval=READY_POLL_S)
