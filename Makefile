@@ -20,7 +20,7 @@ down:
 	rm -rf .sandbox/cluster-pki .sandbox/group_vars .sandbox/host_vars .sandbox/kubeconfig .sandbox/sample.kubeconfig \
 	  .sandbox/operator.log .sandbox/operator.pid .sandbox/operator.mode .sandbox/operator-install.json
 
-.PHONY: help install system-deps lint ruff ansible-lint sanity unit integration e2e test test-long bench k8s cilium images operator-image apiserver up down clean
+.PHONY: help install system-deps lint ruff ansible-lint sanity unit integration e2e prebuild test test-long bench k8s cilium images operator-image apiserver up down clean
 
 help:
 	@echo "make up        local sandbox host cluster, operator and a sample virtual cluster"
@@ -70,7 +70,22 @@ integration: install k8s cilium
 e2e: install k8s images
 	$(PYTEST) --durations=15 tests/e2e
 
-test: install lint unit integration e2e
+# The builds start in the background, at low priority, as soon as the venv is there: first what integration needs
+# (Kubernetes, Cilium; locked, so integration waits for them instead of building them again), then what only e2e
+# needs (node image, operator image, component images) while lint, unit and integration run. Log: build/prebuild.log.
+test: install
+	@mkdir -p build; \
+	setsid nice -n 10 $(MAKE) --no-print-directory prebuild > build/prebuild.log 2>&1 & builds=$$!; \
+	trap 'kill -- -$$builds 2>/dev/null' EXIT; \
+	$(MAKE) --no-print-directory lint unit integration || exit 1; \
+	wait $$builds || { echo "error: a build failed; the end of build/prebuild.log:" >&2; \
+	  tail -n 40 build/prebuild.log >&2; exit 1; }
+	$(MAKE) --no-print-directory e2e
+
+prebuild: install k8s cilium
+	$(PY) -m sandbox.machines image
+	$(PY) sandbox/images/operator_image.py
+	$(MAKE) --no-print-directory images
 
 # Too long for CI: a fault at every step of promotion and return, the operator killed mid-way, and the
 # AWX and molecule life cycles that repeat what the VirtualCluster tests show.

@@ -16,6 +16,13 @@ if have_all; then
   echo "k8s binaries cached" >&2
   echo "$out"; exit 0
 fi
+# One build at a time (make test builds ahead in the background): a second caller waits, then finds them cached.
+mkdir -p "$cache_root/k8s"
+exec 9>"$cache_root/k8s/.build.lock"
+flock 9
+if have_all; then
+  echo "$out"; exit 0
+fi
 command -v go >/dev/null || { echo "error: go toolchain not found on PATH" >&2; exit 1; }
 mkdir -p "$out"
 work="$(mktemp -d "$cache_root/k8s/build.XXXXXX")"

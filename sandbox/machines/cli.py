@@ -80,6 +80,12 @@ def hosts_file(sb: Sandbox) -> str:
     return "\n".join(lines) + "\n"
 
 
+def build_image(sb: Sandbox) -> int:
+    check_host()
+    print(image.ensure_image(sb)[0])
+    return 0
+
+
 def up(sb: Sandbox) -> int:
     from . import inventory, pki  # need the venv (PyYAML, cryptography); `down` works with any python3
 
@@ -270,6 +276,7 @@ def main(argv=None) -> int:
     parser.add_argument("--workers", type=int, help="worker machines (default 3)")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("up", help="build, create and boot the machines (idempotent)")
+    sub.add_parser("image", help="build (or reuse) the node image the machines are copied from; prints its path")
     sub.add_parser("down", help="remove machines, bridge, processes, mounts and state")
     st = sub.add_parser("status", help="machines, their systemd and agent state and memory")
     st.add_argument("--json", action="store_true")
@@ -284,6 +291,8 @@ def main(argv=None) -> int:
             return up(sb)
         if args.command == "down":
             return down(sb)
+        if args.command == "image":
+            return build_image(sb)
         if args.command == "status":
             return status(sb, args.json)
         return run(sb, args.name, args.argv[1:] if args.argv[:1] == ["--"] else args.argv)
