@@ -11,6 +11,7 @@ Prints the images directory as its last line. Standard library only.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import gzip
 import hashlib
 import io
@@ -417,7 +418,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=cache / "images" / versions["KUBERNETES_VERSION"],
                         help="output directory (default: %(default)s)")
     args = parser.parse_args(argv)
+    # One build at a time: make test builds ahead in the background while the tests' workers may ask for the
+    # images; a second caller waits, then finds them cached.
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with (args.out.parent / f".{args.out.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return build(args, versions, cache)
 
+
+def build(args: argparse.Namespace, versions: dict[str, str], cache: Path) -> int:
     k8s_tag = versions["KUBERNETES_VERSION"]
     # await-ready: the entry point that holds the API server back until its etcd has a leader, and the
     # controllers until their API server answers, so all start together.
