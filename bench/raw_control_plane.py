@@ -2,7 +2,12 @@
 kube-controller-manager and kube-scheduler binaries started directly as processes on loopback, with their PKI
 ready before the clock starts (what the components themselves need, without any orchestration).
 
-etcd runs as the API-server test fixture runs it (no fsync), which makes this baseline a lower bound.
+Two settings of those binaries:
+- `hosted`: what the hosted roles give them where it changes start-up time. GOGC of each Kubernetes component
+  from the control_plane role's defaults (control_plane_hosted_gogc), and etcd syncing its writes to a data
+  directory on disk (under `work_root`), as the hosted etcd does on its volume. The ratio of a create against
+  this one is the cost of orchestration alone.
+- `go-defaults`: Go's defaults and etcd without fsync (as the API-server test fixture runs it), a lower bound.
 """
 
 from __future__ import annotations
@@ -13,18 +18,41 @@ import tempfile
 import time
 from pathlib import Path
 
+import yaml
 from ansible_collections.kosmos.kubenest.plugins.module_utils import pki
 
 from tests.support import k8sbin
 from tests.support.apiserver import ApiServer, _https_ok
 from tests.support.procs import ManagedProcess, free_ports, wait_until
 
+REPO = Path(__file__).resolve().parent.parent
+SETTINGS = ("hosted", "go-defaults")
+# The hosted Deployments' binaries by the keys of control_plane_hosted_gogc.
+_BINARIES = {"apiserver": "kube-apiserver", "controller-manager": "kube-controller-manager",
+             "scheduler": "kube-scheduler"}
+
+
+def hosted_gogc() -> dict[str, str]:
+    """GOGC by binary as the control_plane role sets it by default; 0 there keeps Go's default."""
+    defaults = yaml.safe_load((REPO / "roles" / "control_plane" / "defaults" / "main.yml").read_text())
+    return {_BINARIES[component]: str(value) for component, value in defaults["control_plane_hosted_gogc"].items()
+            if int(value) > 0}
+
 
 class RawControlPlane(ApiServer):
     """Start to healthy of the four components; `startup_seconds` excludes PKI generation."""
 
+    def __init__(self, settings: str = "hosted", work_root: Path | None = None):
+        if settings not in SETTINGS:
+            raise ValueError(f"settings must be one of {SETTINGS}, not {settings!r}")
+        super().__init__()
+        self.work_root = work_root
+        if settings == "hosted":
+            self.etcd_fsync = True
+            self.component_env = {binary: {"GOGC": value} for binary, value in hosted_gogc().items()}
+
     def start(self) -> None:
-        self.workdir = Path(tempfile.mkdtemp(prefix="kubenest-raw-cp-"))
+        self.workdir = Path(tempfile.mkdtemp(prefix="kubenest-raw-cp-", dir=self.work_root))
         (self.workdir / "logs").mkdir()
         self.etcd_port, etcd_peer_port, self.port, cm_port, sched_port = free_ports(5)
         self.url = f"https://127.0.0.1:{self.port}"
@@ -57,7 +85,8 @@ class RawControlPlane(ApiServer):
         argv = [str(k8sbin.binary(binary)), f"--kubeconfig={config}", f"--authentication-kubeconfig={config}",
                 f"--authorization-kubeconfig={config}", "--bind-address=127.0.0.1", f"--secure-port={port}",
                 "--leader-elect=false", "--profiling=false", *extra]
-        return ManagedProcess(binary, argv, self.workdir / "logs" / f"{binary}.log").start(), port
+        log = self.workdir / "logs" / f"{binary}.log"
+        return ManagedProcess(binary, argv, log, self.env_of(binary)).start(), port
 
     def stop(self) -> None:
         for process, _port in getattr(self, "controllers", []):
@@ -67,6 +96,6 @@ class RawControlPlane(ApiServer):
             shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def startup_seconds() -> float:
-    with RawControlPlane() as control_plane:
+def startup_seconds(settings: str = "hosted", work_root: Path | None = None) -> float:
+    with RawControlPlane(settings, work_root) as control_plane:
         return control_plane.startup_seconds
