@@ -2,18 +2,18 @@
 
 Wherever it dies, the node must end in exactly one place: in the tenant (GlobalNode occupied, tenant Node
 Ready, no host Node) or in the host (GlobalNode free, host Node Ready), never lost, never in both, and never
-without a running kubelet. The kill points are tasks of the node_promote role, seen in status.progress.
+without a running kubelet. The kill points are tasks of the node_promote role, seen in the run's own events.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
 import pytest
 import yaml
 from kubernetes import client as k8s
-from kubernetes import watch
 
 from sandbox.operator import write_site_vars
 from tests.support.nodes import globalnode, host_node, host_node_ready, kubelet_cert_issuer, on_node
@@ -67,38 +67,47 @@ def operator(host_cluster, tmp_path_factory):
     install_crds(kubeconfig)
     with sandbox_operator_paused():  # one operator at a time
         ensure_namespace(api, NS)
-        proc = OperatorProcess(kubeconfig, tmp_path_factory.mktemp("operator"), "--site-vars",
+        runs = tmp_path_factory.mktemp("runs")
+        proc = OperatorProcess(kubeconfig, tmp_path_factory.mktemp("operator"), "--runs-dir", str(runs),
+                               "--artifacts-keep", "1000", "--site-vars",
                                str(write_site_vars(sb.state_dir)), "--node-wait-interval", "5",
-                               "--resync-interval", "10", "--progress-interval", "0.1", "--backoff-base", "5").start()
-        yield sb, api, proc
+                               "--resync-interval", "10", "--backoff-base", "5").start()
+        yield sb, api, proc, runs
         proc.stop()
 
 
-def _kill_at(api, proc: OperatorProcess, name: str, task: str, timeout: float = 900) -> str:
-    """SIGKILL the operator (and its playbook) once the run of `name` is in `task`; start it again.
+def _kill_at(proc: OperatorProcess, runs: Path, name: str, task: str, timeout: float = 900) -> str:
+    """SIGKILL the operator (and its playbook) once a run of `name` starts `task`; start it again.
 
-    Every status write is watched, not sampled: a task such as deleting a Node lasts well under a second, and
-    the operator here reports progress every 0.1 s."""
-    seen: list[str] = []
+    The run's own events are read as ansible-runner writes them: status.progress is sampled and names only the
+    latest task to start, so a short node task followed at once by a task of the control plane (strategy free)
+    may never appear there."""
+    pattern = f"run-*-{NS}.{name}-*/artifacts/*/job_events/*.json"
+    read = set(runs.glob(pattern))  # events of earlier points and runs
+    started: list[str] = []
     deadline = time.monotonic() + timeout
-    objects = k8s.CustomObjectsApi(api)
     while time.monotonic() < deadline:
-        stream = watch.Watch()
-        for event in stream.stream(objects.list_namespaced_custom_object, "kosmos.io", "v1alpha1", NS,
-                                   "virtualclusters", field_selector=f"metadata.name={name}",
-                                   timeout_seconds=max(1, min(60, int(deadline - time.monotonic())))):
-            if event["type"] == "ERROR":  # e.g. 410 Gone: list and watch again
-                break
-            current = (((event["object"].get("status") or {}).get("progress") or {}).get("currentTask")) or ""
-            if current and (not seen or seen[-1] != current):
-                seen.append(current)
+        # Finished events are "<counter>-<uuid>.json"; "<uuid>-partial.json" are halves still being merged.
+        fresh = [p for p in set(runs.glob(pattern)) - read if p.name.split("-", 1)[0].isdigit()]
+        for path in sorted(fresh, key=lambda p: (p.parent, int(p.name.split("-", 1)[0]))):
+            try:
+                event = json.loads(path.read_text())
+            except (OSError, ValueError):  # pruned with its run: nothing to read
+                read.add(path)
+                continue
+            read.add(path)
+            if event.get("event") not in ("playbook_on_task_start", "runner_on_start"):
+                continue
+            current = (event.get("event_data") or {}).get("task") or ""
+            if not started or started[-1] != current:
+                started.append(current)
             if task in current:
-                stream.stop()
                 proc.kill()
                 time.sleep(2)
                 proc.start()
                 return current
-    raise AssertionError(f"{name}'s run never reached task {task!r} in {timeout:.0f}s; last tasks seen: {seen[-8:]}")
+        time.sleep(0.02)
+    raise AssertionError(f"{name}'s run never started task {task!r} in {timeout:.0f}s; last tasks: {started[-8:]}")
 
 
 def _in_tenant_only(sb, api, vc) -> None:
@@ -125,16 +134,16 @@ def _in_host_only(sb, api) -> None:
                          [pytest.param(p, r, id=p.split()[0] + "-" + p.split()[-1],
                                        marks=() if p in IN_CI else pytest.mark.long) for p, r in POINTS])
 def test_a_killed_operator_leaves_the_node_in_exactly_one_cluster(operator, promotion_task, return_task):
-    sb, api, proc = operator
+    sb, api, proc, runs = operator
     name = "killed"
     if get_vc(api, NS, name) is not None:  # left by a failed point: each point starts from a free node
         delete_vc(api, NS, name, timeout=900)
     create_vc(api, NS, name, {"promoteResources": {"nodes": [NODE]}})
-    print(f"\npromotion killed at {_kill_at(api, proc, name, promotion_task)!r}")
+    print(f"\npromotion killed at {_kill_at(proc, runs, name, promotion_task)!r}")
     vc = wait_ready(api, NS, name, timeout=900)
     _in_tenant_only(sb, api, vc)
 
     k8s.CustomObjectsApi(api).delete_namespaced_custom_object("kosmos.io", "v1alpha1", NS, "virtualclusters", name)
-    print(f"return killed at {_kill_at(api, proc, name, return_task)!r}")
+    print(f"return killed at {_kill_at(proc, runs, name, return_task)!r}")
     wait_for(lambda: get_vc(api, NS, name) is None, 900, f"{name} deleted after the restart")
     _in_host_only(sb, api)
