@@ -7,6 +7,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleActionFail
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_action import KubeAction
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_api import KubeApiError
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.ownership import classify
 
 
 class ActionModule(KubeAction):
@@ -17,6 +18,10 @@ class ActionModule(KubeAction):
             kind=dict(type="str", required=True),
             names=dict(type="list", elements="str"),
             label_selector=dict(type="str"),
+        )),
+        owner=dict(type="dict", options=dict(
+            name=dict(type="str", required=True),
+            uid=dict(type="str", default=""),
         )),
     )
 
@@ -38,4 +43,14 @@ class ActionModule(KubeAction):
             names = query["names"]
             results.append(dict(item=query, resources=[r for r in found
                                                        if names is None or r["metadata"].get("name") in names]))
-        return {"changed": False, "results": results}
+        owner = args.get("owner")
+        if not owner:
+            return {"changed": False, "results": results}
+        # In the same task as the listing: the check sits before everything a run writes.
+        foreign = classify([(r["item"], r["resources"]) for r in results], owner["name"], owner["uid"])["foreign"]
+        outcome = {"changed": False, "results": results, "foreign": foreign}
+        if foreign:
+            outcome.update(failed=True, msg="[kubenest:permanent:NotOwned] %s already exist and do not belong to "
+                           "VirtualCluster %s; remove or rename them: a virtual cluster never takes over objects"
+                           % (", ".join(foreign), owner["name"]))
+        return outcome

@@ -46,6 +46,23 @@ options:
       label_selector:
         description: Label selector, as C(kubectl -l) takes it.
         type: str
+  owner:
+    description:
+      - The virtual cluster every object found must belong to, as P(kosmos.kubenest.ownership#filter) decides it.
+        When an object belongs to someone else, the task fails with C([kubenest:permanent:NotOwned]) and names
+        the objects in RV(foreign).
+      - Unset, nothing is checked.
+    type: dict
+    version_added: 1.4.0
+    suboptions:
+      name:
+        description: Name of the VirtualCluster.
+        type: str
+        required: true
+      uid:
+        description: Its uid; empty for a run with no VirtualCluster object behind it (labels decide then).
+        type: str
+        default: ""
 attributes:
   check_mode:
     support: full
@@ -69,6 +86,13 @@ EXAMPLES = r"""
       - {api_version: apps/v1, kind: Deployment, label_selector: "kosmos.io/virtualcluster=vc1"}
   register: listed
 
+- name: Refuse to go on if any of them belongs to someone else
+  kosmos.kubenest.object_metadata:
+    namespace: tenants
+    queries:
+      - {api_version: v1, kind: Secret, names: [vc1-pki, vc1-etcd-pki]}
+    owner: {name: vc1, uid: "{{ vc_uid }}"}
+
 - name: Say which are someone else's
   ansible.builtin.debug:
     msg: "{{ (listed.results | kosmos.kubenest.ownership({'name': 'vc1', 'uid': vc_uid})).foreign }}"
@@ -88,4 +112,10 @@ results:
       description: The objects found, each C({apiVersion, kind, metadata}).
       type: list
       elements: dict
+foreign:
+  description: C(Kind namespace/name) of each object found that does not belong to O(owner).
+  returned: when O(owner) is given
+  type: list
+  elements: str
+  sample: ["Secret tenants/vc1-pki"]
 """

@@ -42,3 +42,24 @@ def test_a_kind_the_server_lacks_is_named(apiserver, core):
     rc, result, out = run_module("object_metadata", apiserver.kubeconfig, namespace=NS,
                                  queries=[{"api_version": "example.com/v1", "kind": "Widget"}])
     assert rc != 0 and result["msg"] == "queries: the API server has no kind Widget in example.com/v1", result
+
+
+def test_an_owner_refuses_objects_of_someone_else_by_name(apiserver, core):
+    owned = {"name": "owned", "labels": {"app.kubernetes.io/managed-by": "kosmos.kubenest",
+                                         "kosmos.io/virtualcluster": "vc1"}}
+    core.create_namespaced_config_map(NS, {"metadata": owned, "data": {"k": "v"}})
+    mine = [{"api_version": "v1", "kind": "ConfigMap", "names": ["owned", "missing"]}]
+    rc, result, _out = run_module("object_metadata", apiserver.kubeconfig, namespace=NS, queries=mine,
+                                  owner={"name": "vc1"})
+    assert rc == 0 and result["foreign"] == [], result
+
+    # "a" carries no labels of ours; without a uid, labels decide (a run with no VirtualCluster behind it).
+    theirs = [{"api_version": "v1", "kind": "ConfigMap", "names": ["owned", "a"]}]
+    rc, result, _out = run_module("object_metadata", apiserver.kubeconfig, namespace=NS, queries=theirs,
+                                  owner={"name": "vc1"})
+    assert rc != 0 and result["foreign"] == [f"ConfigMap {NS}/a"], result
+    assert result["msg"].startswith(f"[kubenest:permanent:NotOwned] ConfigMap {NS}/a already exist"), result
+    # Another virtual cluster of the same name with a uid: our labels alone do not make it its own.
+    rc, result, _out = run_module("object_metadata", apiserver.kubeconfig, namespace=NS, queries=mine,
+                                  owner={"name": "vc1", "uid": "0b5a3c2e-0000-4000-8000-000000000001"})
+    assert rc != 0 and result["foreign"] == [f"ConfigMap {NS}/owned"], result
