@@ -20,7 +20,7 @@ down:
 	rm -rf .sandbox/cluster-pki .sandbox/group_vars .sandbox/host_vars .sandbox/kubeconfig .sandbox/sample.kubeconfig \
 	  .sandbox/operator.log .sandbox/operator.pid .sandbox/operator.mode .sandbox/operator-install.json
 
-.PHONY: help install system-deps lint ruff ansible-lint sanity unit integration e2e prebuild test test-long bench k8s cilium images operator-image apiserver up down clean
+.PHONY: help install system-deps lint ruff ansible-lint sanity unit integration integration-early integration-images e2e prebuild test test-long bench k8s cilium images operator-image apiserver up down clean
 
 help:
 	@echo "make up        local sandbox host cluster, operator and a sample virtual cluster"
@@ -63,29 +63,37 @@ unit: install
 	$(PYTEST) tests/unit
 
 # Two workers, each test file on one of them (files share a fixture's API server): the operator's tests mostly wait.
+INTEGRATION := $(PYTEST) --durations=12 -n 2 --dist loadfile tests/integration
 integration: install k8s cilium
-	$(PYTEST) --durations=12 -n 2 --dist loadfile tests/integration
+	$(INTEGRATION)
+
+# make test runs the tier in two parts: what needs only Kubernetes while the images are built, then the rest
+# (tests/integration/conftest.py says which is which).
+integration-early: install k8s
+	$(INTEGRATION) -m "not images"
+
+integration-images: install k8s cilium images
+	$(INTEGRATION) -m images
 
 # The sandbox's builds come first: on a fresh machine they take longer than one test may.
 e2e: install k8s images
 	$(PYTEST) --durations=15 tests/e2e
 
-# The builds start in the background, at low priority, as soon as the venv is there: first what integration needs
-# (Kubernetes, Cilium; locked, so integration waits for them instead of building them again), then what only e2e
-# needs (node image, operator image, component images) while lint, unit and integration run. Log: build/prebuild.log.
-test: install
-	@mkdir -p build; \
-	setsid nice -n 10 $(MAKE) --no-print-directory prebuild > build/prebuild.log 2>&1 & builds=$$!; \
-	trap 'kill -- -$$builds 2>/dev/null' EXIT; \
-	$(MAKE) --no-print-directory lint unit integration || exit 1; \
-	wait $$builds || { echo "error: a build failed; the end of build/prebuild.log:" >&2; \
-	  tail -n 40 build/prebuild.log >&2; exit 1; }
-	$(MAKE) --no-print-directory e2e
+# .ci/test.sh: the tiers in order, the builds in the background (make prebuild, log in build/prebuild.log) while
+# lint, unit and the first part of integration run, and a table of each tier's time at the end.
+test:
+	@bash .ci/test.sh
 
-prebuild: install k8s cilium
-	$(PY) -m sandbox.machines image
-	$(PY) sandbox/images/operator_image.py
-	$(MAKE) --no-print-directory images
+# What make test builds ahead, at low priority: Kubernetes first (the integration tier needs it), then what the
+# rest needs. Each step is timed into the same table as the tiers.
+TIER := python3 .ci/tiers.py run
+prebuild: install
+	$(TIER) build:k8s -- $(MAKE) --no-print-directory k8s
+	$(TIER) build:node-image -- $(PY) -m sandbox.machines image
+	$(TIER) build:cilium -- $(MAKE) --no-print-directory cilium
+	$(TIER) build:images -- $(MAKE) --no-print-directory images
+	$(TIER) build:operator-image -- $(PY) sandbox/images/operator_image.py
+	$(TIER) build:bare-image -- $(PY) -m sandbox.machines bare-image
 
 # Too long for CI: a fault at every step of promotion and return, the operator killed mid-way, and the
 # AWX and molecule life cycles that repeat what the VirtualCluster tests show.

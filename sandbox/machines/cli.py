@@ -86,6 +86,14 @@ def build_image(sb: Sandbox) -> int:
     return 0
 
 
+def build_bare_image(sb: Sandbox) -> int:
+    from . import bare
+
+    check_host()
+    print(bare.ensure_image(sb)[0])
+    return 0
+
+
 def up(sb: Sandbox) -> int:
     from . import inventory, pki  # need the venv (PyYAML, cryptography); `down` works with any python3
 
@@ -277,6 +285,7 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("up", help="build, create and boot the machines (idempotent)")
     sub.add_parser("image", help="build (or reuse) the node image the machines are copied from; prints its path")
+    sub.add_parser("bare-image", help="build (or reuse) the image of a machine without the agent (sshd only)")
     sub.add_parser("down", help="remove machines, bridge, processes, mounts and state")
     st = sub.add_parser("status", help="machines, their systemd and agent state and memory")
     st.add_argument("--json", action="store_true")
@@ -293,6 +302,8 @@ def main(argv=None) -> int:
             return down(sb)
         if args.command == "image":
             return build_image(sb)
+        if args.command == "bare-image":
+            return build_bare_image(sb)
         if args.command == "status":
             return status(sb, args.json)
         return run(sb, args.name, args.argv[1:] if args.argv[:1] == ["--"] else args.argv)

@@ -10,6 +10,9 @@ import time
 import pytest
 
 from sandbox.machines.config import REPO_ROOT, from_env
+from tests.support import rotation
+
+SAMPLED: list[str] = []  # the long points of the rotating sample that ran
 
 
 def pytest_configure(config):
@@ -21,8 +24,14 @@ def pytest_collection_modifyitems(config, items):
         return
     skip = pytest.mark.skip(reason="too long for CI: make test-long (KUBENEST_LONG=1)")
     for item in items:
-        if "long" in item.keywords:
+        if "long" in item.keywords and "sampled" not in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_runtest_logreport(report):
+    # Read from the reports, not the items: with pytest-xdist the workers collect and the controller only reports.
+    if report.when == "setup" and "sampled" in report.keywords and report.nodeid not in SAMPLED:
+        SAMPLED.append(report.nodeid)
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -30,6 +39,10 @@ def pytest_terminal_summary(terminalreporter):
 
     for name, value in timings.items():
         terminalreporter.write_line(f"machines: {name}: {value}")
+    sampled = SAMPLED if os.environ.get("KUBENEST_LONG") != "1" else []
+    if sampled:
+        terminalreporter.write_line(f"rotating sample of commit number {rotation.commit_number()} "
+                                    f"(KUBENEST_ROTATION to repeat it): {', '.join(sampled)}")
 
 
 def run_python(*args, env=None, timeout=1800) -> subprocess.CompletedProcess:

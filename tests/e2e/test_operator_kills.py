@@ -16,6 +16,7 @@ import yaml
 from kubernetes import client as k8s
 
 from sandbox.operator import write_site_vars
+from tests.support import rotation
 from tests.support.nodes import globalnode, host_node, host_node_ready, kubelet_cert_issuer, on_node
 from tests.support.virtualclusters import (
     OperatorProcess,
@@ -39,7 +40,6 @@ POINTS = [
     ("Start the kubelet", "Start the host node services"),
     ("Wait until the Node is Ready in the tenant", "Wait until the node is Ready in the host cluster"),
 ]
-IN_CI: set[str] = set()  # about 4 min per point: make test-long
 ROLE_TASKS = Path(__file__).resolve().parents[2] / "roles" / "node_promote" / "tasks"
 
 
@@ -130,9 +130,9 @@ def _in_host_only(sb, api) -> None:
     assert "10-kubenest-tenant.conflist" not in on_node(sb, NODE, "ls /etc/cni/net.d")
 
 
+# About 2 min a point: make test runs one, rotating from commit to commit; make test-long runs them all.
 @pytest.mark.parametrize(("promotion_task", "return_task"),
-                         [pytest.param(p, r, id=p.split()[0] + "-" + p.split()[-1],
-                                       marks=() if p in IN_CI else pytest.mark.long) for p, r in POINTS])
+                         rotation.params(POINTS, [p.split()[0] + "-" + p.split()[-1] for p, _ in POINTS]))
 def test_a_killed_operator_leaves_the_node_in_exactly_one_cluster(operator, promotion_task, return_task):
     sb, api, proc, runs = operator
     name = "killed"

@@ -3,7 +3,8 @@
 A fault (node_promote_fault_step) fails the named step on entry. A failed promotion must leave the node back in
 the host cluster: Ready, schedulable, its labels back, GlobalNode free, and nothing of the tenant on it or about
 it in the tenant. A failed return leaves the node held by its virtual cluster, and the next run finishes it.
-`make test-long` runs every step; CI runs one of each through the operator (test_promotion.py).
+`make test-long` runs every step; `make test` runs one step of each matrix, rotating from commit to commit
+(tests/support/rotation.py), besides the failed promotion and return through the operator in test_promotion.py.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import pytest
 from kubernetes import client as k8s
 
 from sandbox.operator import write_site_vars
+from tests.support import rotation
 from tests.support.nodes import (
     PlainPlaybook,
     assert_back_in_host_clean,
@@ -32,13 +34,12 @@ PROMOTE_STEPS = ["Drain", "Stash", "Images", "Reset", "RemoveHostNode", "Isolate
                  "NodeFiles", "Kubelet", "Register", "PodNetwork", "Ready", "Occupied"]
 RETURN_STEPS = ["Returning", "TenantDrain", "HostRejoin", "HostWipe", "HostRestore", "HostKubelet", "HostReady",
                 "AgentIdentity", "HostRelease"]
-IN_CI: set[str] = set()  # CI fails one promotion and one return through the operator (test_promotion.py)
 WANTS_NODE = {"promoteResources": {"nodes": [NODE]}}
 NO_NODES = {"promoteResources": {"nodes": []}}
 
 
 def _steps(steps):
-    return [pytest.param(s, id=s, marks=() if s in IN_CI else pytest.mark.long) for s in steps]
+    return rotation.params(steps, steps)  # one step of each matrix per commit in make test; all in make test-long
 
 
 @pytest.fixture(scope="module")
