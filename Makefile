@@ -75,9 +75,10 @@ integration-early: install k8s
 integration-images: install k8s cilium images
 	$(INTEGRATION) -m images
 
-# The sandbox's builds come first: on a fresh machine they take longer than one test may.
+# The sandbox's builds come first: on a fresh machine they take longer than one test may. Two workers: the
+# node-machine tests (own machines, bridge and range) beside the rest, which share the default sandbox.
 e2e: install k8s images
-	$(PYTEST) --durations=15 tests/e2e
+	$(PYTEST) --durations=20 -n 2 --dist loadgroup tests/e2e
 
 # .ci/test.sh: the tiers in order, the builds in the background (make prebuild, log in build/prebuild.log) while
 # lint, unit and the first part of integration run, and a table of each tier's time at the end.

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Wall time of each tier of `make test`, and a warning when a tier outgrows its share of CI's budget.
 
 `tiers.py run NAME -- COMMAND...` runs COMMAND and appends one JSON line to the log (`$KUBENEST_TIERS`, default

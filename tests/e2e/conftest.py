@@ -20,6 +20,10 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
+    # Two groups for `pytest -n 2 --dist loadgroup` (make e2e): the node-machine tests bring up machines of their
+    # own (bridge, range, names, state dir) and run beside everything else, which shares the default sandbox.
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group("machines" if item.get_closest_marker("machines") else "sandbox"))
     if os.environ.get("KUBENEST_LONG") == "1":
         return
     skip = pytest.mark.skip(reason="too long for CI: make test-long (KUBENEST_LONG=1)")

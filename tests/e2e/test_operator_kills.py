@@ -132,7 +132,7 @@ def _in_host_only(sb, api) -> None:
 
 # About 2 min a point: make test runs one, rotating from commit to commit; make test-long runs them all.
 @pytest.mark.parametrize(("promotion_task", "return_task"),
-                         rotation.params(POINTS, [p.split()[0] + "-" + p.split()[-1] for p, _ in POINTS]))
+                         rotation.params(POINTS, [f"{point[0].split()[0]}-{point[0].split()[-1]}" for point in POINTS]))
 def test_a_killed_operator_leaves_the_node_in_exactly_one_cluster(operator, promotion_task, return_task):
     sb, api, proc, runs = operator
     name = "killed"
