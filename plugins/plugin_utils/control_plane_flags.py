@@ -64,6 +64,9 @@ def apiserver_flags(files, secure_port, etcd_servers, service_cidr, cluster_doma
         options.append(("kubelet-certificate-authority", files.cert("ca.crt")))
     options += [
         ("service-account-issuer", "https://kubernetes.default.svc.%s" % cluster_domain),
+        # The discovery document would otherwise name the key set at the server's own address, which a hosted
+        # server's pods cannot reach (it is the host's pod address): name it where every pod reaches the server.
+        ("service-account-jwks-uri", "https://kubernetes.default.svc.%s/openid/v1/jwks" % cluster_domain),
         ("service-account-key-file", files.cert("sa.pub")),
         ("service-account-signing-key-file", files.cert("sa.key")),
         ("service-cluster-ip-range", check_cidr("the service CIDR", service_cidr)),

@@ -19,6 +19,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "machines: boots systemd-nspawn node machines (root, debootstrap, minutes)")
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups into the node ids
 def pytest_collection_modifyitems(config, items):
     # Two groups for `pytest -n 2 --dist loadgroup` (make e2e): the node-machine tests bring up machines of their
     # own (bridge, range, names, state dir) and run beside everything else, which shares the default sandbox.

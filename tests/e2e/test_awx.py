@@ -15,6 +15,7 @@ from kubernetes import client as k8s
 from sandbox.machines.config import from_env
 from sandbox.machines.pki import client_files
 from sandbox.operator import write_site_vars
+from tests.support import rotation
 from tests.support.awx import AwxJob, JobResult, job_template
 from tests.support.nodes import assert_back_in_host_clean, globalnode, tenant_api
 from tests.support.virtualclusters import (
@@ -91,8 +92,8 @@ def test_a_survey_answer_is_data_never_a_template(awx):
 
 
 # The whole life cycle through the job templates repeats what the operator's tests show through a VirtualCluster:
-# it runs in make test-long, beside the survey check above in make test.
-@pytest.mark.long
+# it runs in make test-long, and in make test on its turn among the life cycles (tests/support/rotation.py).
+@rotation.turn("awx-life-cycle")
 def test_create_promote_return_back_up_check_and_delete_through_the_job_templates(awx, tmp_path):
     sb, api, launch, jobs = awx
     _successful(launch(CREATE, {"kubenest_vc_namespace": NS, "kubenest_vc_name": "portal",

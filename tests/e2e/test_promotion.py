@@ -19,6 +19,7 @@ from kubernetes.stream import stream
 from sandbox.cluster import pod_routes
 from sandbox.cluster.layout import cidrs
 from sandbox.operator import write_site_vars
+from tests.support import rotation
 from tests.support.http import get_text
 from tests.support.k8sbin import versions
 from tests.support.molecule import molecule_test
@@ -451,9 +452,9 @@ def test_plain_playbook_with_the_globalnodes_inventory_promotes_named_nodes(prom
         assert globalnode(api, name)["status"]["agent"]["certificateSHA256"] == [agent_cert_sha256(sb, name)]
 
 
-# The role's molecule scenario repeats a promotion the tests above show: make test-long runs it, make test runs
-# the etcd and control-plane scenarios.
-@pytest.mark.long
+# The role's molecule scenario repeats a promotion the tests above show: make test-long runs it, make test on its
+# turn among the life cycles (tests/support/rotation.py), beside the etcd and control-plane scenarios.
+@rotation.turn("molecule-node-promote")
 def test_molecule_node_promote_scenario(promoting, tmp_path):
     """extensions/molecule/node_promote: a named worker promoted into a virtual cluster by the role, a second
     converge that changes nothing, verified from both sides; its cleanup deletes the virtual cluster, and the

@@ -73,7 +73,7 @@ def test_a_failed_promotion_puts_the_node_back_into_the_host(faults, step):
     assert_back_in_host_clean(sb, api, NODE, playbook.tenant(api))
 
 
-@pytest.mark.long
+@rotation.turn("control-plane-fails-while-a-node-is-prepared")
 def test_a_control_plane_failing_while_the_node_is_prepared_rolls_the_node_back(faults):
     """The node leaves the host while the control plane comes up (one play, free strategy); when the controller
     side fails there, the prepared node goes back instead of joining, and the run names the cause."""

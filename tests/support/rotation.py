@@ -55,3 +55,20 @@ def params(points: Sequence, ids: Sequence[str], per_run: int = 1) -> list:
     return [pytest.param(*(point if isinstance(point, tuple) else (point,)), id=name,
                          marks=(pytest.mark.long, pytest.mark.sampled) if index in chosen else pytest.mark.long)
             for index, (point, name) in enumerate(zip(points, ids, strict=True))]
+
+
+# Long tests that are not points of one matrix but take turns all the same: whole life cycles that repeat what
+# other tests of make test show piece by piece. make test runs one of them per commit.
+LIFE_CYCLES = ("awx-life-cycle", "molecule-node-promote", "control-plane-fails-while-a-node-is-prepared")
+
+
+def turn(name: str, group: Sequence[str] = LIFE_CYCLES, per_run: int = 1):
+    """Decorator for one test of `group`: `long` always, `sampled` too on the commits whose turn it is."""
+    if name not in group:
+        raise ValueError(f"{name!r} is not one of {list(group)}")
+    mine = name in sample(group, per_run)
+
+    def decorate(test):
+        test = pytest.mark.long(test)
+        return pytest.mark.sampled(test) if mine else test
+    return decorate

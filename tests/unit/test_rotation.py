@@ -54,3 +54,17 @@ def test_every_point_is_long_and_only_the_sample_is_also_sampled(monkeypatch):
     assert [p.values for p in pairs] == [("a", "b"), ("c", "d")]
     with pytest.raises(ValueError, match="2 points but 1 ids"):
         rotation.params(["x", "y"], ["x"])
+
+
+def test_the_life_cycles_take_turns_and_each_is_always_long(monkeypatch):
+    def marks_of(name):
+        def probe():
+            pass
+        return {m.name for m in getattr(rotation.turn(name)(probe), "pytestmark", [])}
+
+    for number, name in enumerate(rotation.LIFE_CYCLES):
+        monkeypatch.setenv("KUBENEST_ROTATION", str(number))
+        assert marks_of(name) == {"long", "sampled"}
+        assert all(marks_of(other) == {"long"} for other in rotation.LIFE_CYCLES if other != name)
+    with pytest.raises(ValueError, match="'no-such' is not one of"):
+        rotation.turn("no-such")

@@ -87,3 +87,13 @@ def test_file_locations_must_be_plain_absolute_paths(path):
     with pytest.raises(AnsibleFilterError, match="pki must be a normalized absolute path"):
         control_plane_flags("scheduler", {"files": dict(UNIT_FILES, pki=path), "bind_address": "127.0.0.1",
                                           "leader_elect": True})
+
+
+def test_the_key_set_is_named_where_pods_reach_the_server_in_both_modes():
+    """The OIDC discovery document names the JWKS at the `kubernetes` Service's name, under the issuer, not at the
+    server's own address: a hosted server's address is a pod address of the host, unreachable from the tenant."""
+    for flags in (unit_flags("apiserver"), hosted_flags("apiserver")):
+        values = dict(flag.split("=", 1) for flag in flags)
+        issuer = values["--service-account-issuer"]
+        assert issuer == "https://kubernetes.default.svc.cluster.local"
+        assert values["--service-account-jwks-uri"] == issuer + "/openid/v1/jwks"
