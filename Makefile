@@ -20,7 +20,7 @@ down:
 	rm -rf .sandbox/cluster-pki .sandbox/group_vars .sandbox/host_vars .sandbox/kubeconfig .sandbox/sample.kubeconfig \
 	  .sandbox/operator.log .sandbox/operator.pid .sandbox/operator.mode .sandbox/operator-install.json
 
-.PHONY: help install system-deps lint ruff ansible-lint sanity unit integration integration-early integration-images e2e prebuild test test-long bench k8s cilium images operator-image apiserver up down clean
+.PHONY: help install system-deps lint ruff ansible-lint sanity unit integration integration-agent integration-early integration-images e2e prebuild prebuild-images prebuild-machines test test-long bench k8s cilium images operator-image apiserver up down clean
 
 help:
 	@echo "make up        local sandbox host cluster, operator and a sample virtual cluster"
@@ -67,10 +67,15 @@ INTEGRATION := $(PYTEST) --durations=12 -n 2 --dist loadfile tests/integration
 integration: install k8s cilium
 	$(INTEGRATION)
 
-# make test runs the tier in two parts: what needs only Kubernetes while the images are built, then the rest
-# (tests/integration/conftest.py says which is which).
+# make test runs the tier in three parts: the agent's and the collection's node-side tests (no Kubernetes
+# binary) while Kubernetes is built, then what needs only Kubernetes while the images are built, then the rest
+# (tests/integration/conftest.py says which tests need images).
+NO_K8S := tests/integration/agent tests/integration/collection
+integration-agent: install
+	$(PYTEST) --durations=12 -n 2 --dist loadfile -m "not images" $(NO_K8S)
+
 integration-early: install k8s
-	$(INTEGRATION) -m "not images"
+	$(INTEGRATION) -m "not images" $(addprefix --ignore=,$(NO_K8S))
 
 integration-images: install k8s cilium images
 	$(INTEGRATION) -m images
@@ -85,14 +90,21 @@ e2e: install k8s images
 test:
 	@bash .ci/test.sh
 
-# What make test builds ahead, at low priority: Kubernetes first (the integration tier needs it), then what the
-# rest needs. Each step is timed into the same table as the tiers.
+# What make test builds ahead, at low priority, in two chains side by side: Kubernetes (the integration tier
+# waits for it), Cilium and the component images keep the CPU busy, while the machine images mostly wait on the
+# network and the disk (debootstrap, pip). Each step is timed into the same table as the tiers.
 TIER := python3 .ci/tiers.py run
 prebuild: install
+	@status=0; $(MAKE) --no-print-directory prebuild-machines & machines=$$!; \
+	  $(MAKE) --no-print-directory prebuild-images || status=1; wait $$machines || status=1; exit $$status
+
+prebuild-images: install
 	$(TIER) build:k8s -- $(MAKE) --no-print-directory k8s
-	$(TIER) build:node-image -- $(PY) -m sandbox.machines image
 	$(TIER) build:cilium -- $(MAKE) --no-print-directory cilium
 	$(TIER) build:images -- $(MAKE) --no-print-directory images
+
+prebuild-machines: install
+	$(TIER) build:node-image -- $(PY) -m sandbox.machines image
 	$(TIER) build:operator-image -- $(PY) sandbox/images/operator_image.py
 	$(TIER) build:bare-image -- $(PY) -m sandbox.machines bare-image
 

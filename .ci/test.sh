@@ -2,9 +2,10 @@
 # `make test`: every tier in order, the builds in the background, the time of each tier at the end.
 #
 # Order, so that no tier waits for a build it does not need:
-#   install; the builds start in the background (make prebuild: Kubernetes first, then the node image, Cilium,
-#   the component and operator images, the bare machine's image); lint and unit; integration without images as
-#   soon as Kubernetes is built; integration with images once every build is done; e2e.
+#   install; the builds start in the background (make prebuild: Kubernetes, Cilium and the component images in
+#   one chain, the node, operator and bare machine images in another); lint and unit; the integration tests of the
+#   agent and the collection, which need no Kubernetes binary; the rest of integration without images as soon as
+#   Kubernetes is built; integration with images once every build is done; e2e.
 # The table (.ci/tiers.py) is printed however the run ends, and warns when a tier outgrows its share.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +30,7 @@ setsid nice -n 10 make --no-print-directory prebuild > build/prebuild.log 2>&1 &
 
 tier lint -- $m lint || exit 1
 tier unit -- $m unit || exit 1
+tier integration:agent -- $m integration-agent || exit 1
 # make k8s takes the build's lock: it returns when the background has built Kubernetes.
 tier wait:k8s -- $m k8s > /dev/null || exit 1
 tier integration -- $m integration-early || exit 1
