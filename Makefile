@@ -63,22 +63,22 @@ unit: install
 	$(PYTEST) tests/unit
 
 # Two workers, each test file on one of them (files share a fixture's API server): the operator's tests mostly wait.
-INTEGRATION := $(PYTEST) --durations=12 -n 2 --dist loadfile tests/integration
+INTEGRATION := $(PYTEST) --durations=12 -n 2 --dist loadfile
 integration: install k8s cilium
-	$(INTEGRATION)
+	$(INTEGRATION) tests/integration
 
 # make test runs the tier in three parts: the agent's and the collection's node-side tests (no Kubernetes
 # binary) while Kubernetes is built, then what needs only Kubernetes while the images are built, then the rest
 # (tests/integration/conftest.py says which tests need images).
 NO_K8S := tests/integration/agent tests/integration/collection
 integration-agent: install
-	$(PYTEST) --durations=12 -n 2 --dist loadfile -m "not images" $(NO_K8S)
+	$(INTEGRATION) -m "not images" $(NO_K8S)
 
 integration-early: install k8s
-	$(INTEGRATION) -m "not images" $(addprefix --ignore=,$(NO_K8S))
+	$(INTEGRATION) -m "not images" $(addprefix --ignore=,$(NO_K8S)) tests/integration
 
 integration-images: install k8s cilium images
-	$(INTEGRATION) -m images
+	$(INTEGRATION) -m images tests/integration
 
 # The sandbox's builds come first: on a fresh machine they take longer than one test may. Two workers: the
 # node-machine tests (own machines, bridge and range) beside the rest, which share the default sandbox.
