@@ -2,7 +2,7 @@
 # Debian packages the tests and sandbox need; installs only what is missing.
 set -euo pipefail
 pkgs=(containerd runc containernetworking-plugins debootstrap systemd-container iproute2 skopeo
-      openssh-server openssh-client iptables conntrack socat rsync git clang-19 busybox-static)
+      openssh-server openssh-client iptables conntrack socat rsync git clang-19 busybox-static tinyproxy)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

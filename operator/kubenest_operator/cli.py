@@ -11,6 +11,7 @@ from pathlib import Path
 import kopf
 import kubernetes
 import yaml
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_client import KubeClientError
 from kubernetes.client.rest import ApiException
 
 from . import __version__
@@ -164,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         ctx = Context.create(config)
-    except (kubernetes.config.ConfigException, yaml.YAMLError, OSError, ValueError) as exc:
+    except (kubernetes.config.ConfigException, KubeClientError, yaml.YAMLError, OSError, ValueError) as exc:
         log.error("cannot use the kubeconfig: %s", " ".join(str(exc).split()))
         return 2
     identity = own_identity()

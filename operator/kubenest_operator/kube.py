@@ -14,6 +14,7 @@ from typing import Any
 import kopf
 import kubernetes
 import yaml
+from ansible_collections.kosmos.kubenest.plugins.module_utils import kube_client
 from kubernetes.client.rest import ApiException
 
 GROUP, VERSION = "kosmos.io", "v1alpha1"
@@ -41,17 +42,19 @@ def kubeconfig_path(explicit: str | None) -> str | None:
 
 
 def load_configuration(kubeconfig: str | None) -> kubernetes.client.Configuration:
-    configuration = kubernetes.client.Configuration()
+    """The collection's loader, so an exec plugin in the kubeconfig runs as it does for the playbooks' tasks.
+    Raises kube_client.KubeClientError."""
     if kubeconfig is None:
+        configuration = kubernetes.client.Configuration()
         kubernetes.config.load_incluster_config(client_configuration=configuration)
-    else:
-        kubernetes.config.load_kube_config(config_file=kubeconfig, client_configuration=configuration,
-                                           persist_config=False)
-    return configuration
+        return configuration
+    return kube_client.load_configuration(kubeconfig)
 
 
 def connection_info(configuration: kubernetes.client.Configuration) -> kopf.ConnectionInfo:
-    """The same credentials for kopf's own client (as kopf.login_via_client does, for our configuration)."""
+    """The same credentials for kopf's own client (as kopf.login_via_client does, for our configuration). kopf
+    logs in again when the server answers 401; by then an exec plugin's expired credential has been renewed
+    (reading the token runs the configuration's refresh hook)."""
     header = (configuration.get_api_key_with_prefix("BearerToken")
               or configuration.get_api_key_with_prefix("authorization"))
     parts = header.split(" ", 1) if header else []

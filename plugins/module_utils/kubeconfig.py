@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 
 try:
     import yaml
@@ -54,3 +55,19 @@ def token_kubeconfig(server, ca_pem, token, cluster_name="kubernetes", user_name
     config = client_cert_kubeconfig(server, ca_pem, b"", b"", cluster_name=cluster_name, user_name=user_name)
     config["users"] = [{"name": user_name, "user": {"token": token}}]
     return config
+
+
+def kubeconfig_path(explicit=None):
+    """The kubeconfig file an API client reads: `explicit`, else $K8S_AUTH_KUBECONFIG, else $KUBECONFIG, else None
+    inside a pod (the service account), else ~/.kube/config. A variable may hold a list, as kubectl reads it; the
+    first file of it that exists is taken whole (files are not merged)."""
+    if explicit:
+        return os.path.expanduser(explicit)
+    for variable in ("K8S_AUTH_KUBECONFIG", "KUBECONFIG"):
+        entries = [e for e in os.environ.get(variable, "").split(os.pathsep) if e]
+        if entries:
+            found = [e for e in entries if os.path.isfile(os.path.expanduser(e))]
+            return os.path.expanduser(found[0] if found else entries[0])
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return None
+    return os.path.expanduser("~/.kube/config")

@@ -23,6 +23,11 @@ import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 
 import yaml
+from ansible_collections.kosmos.kubenest.plugins.module_utils.exec_credential import (
+    ExecCredentialError,
+    ExecPlugin,
+)
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kubeconfig import kubeconfig_path
 
 FIELD_MANAGER = "kosmos.kubenest"
 # A busy server's Retry-After is followed this many times, each wait capped.
@@ -61,11 +66,25 @@ def _named(entries, name, what):
     raise ConfigError("the kubeconfig has no %s named %r" % (what, name))
 
 
+def _proxy(url):
+    """(host, port, headers) of an http:// proxy the connection tunnels through with CONNECT."""
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme != "http" or not parsed.hostname:
+        # socks5 and TLS to the proxy need more than the standard library gives.
+        raise ConfigError("the kubeconfig's proxy-url %r is not an http:// proxy, the only kind this client "
+                          "supports" % (urllib.parse.urlunsplit(parsed._replace(netloc=parsed.hostname or "")),))
+    headers = {}
+    if parsed.username is not None:
+        pair = "%s:%s" % (urllib.parse.unquote(parsed.username), urllib.parse.unquote(parsed.password or ""))
+        headers["Proxy-Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
+    return parsed.hostname, parsed.port or 80, headers
+
+
 class Connection:
     """Where the API server is and how to authenticate to it."""
 
     def __init__(self, server, ca_pem=None, cert_pem=None, key_pem=None, token=None, token_file=None,
-                 insecure=False, server_name=None):
+                 insecure=False, server_name=None, exec_plugin=None, proxy_url=None):
         parsed = urllib.parse.urlsplit(server or "")
         if parsed.scheme not in ("https", "http") or not parsed.hostname:
             raise ConfigError("the API server address %r is not an http(s) URL" % (server,))
@@ -77,7 +96,40 @@ class Connection:
         self.token = token
         self.token_file = token_file
         self.server_name = server_name
-        self.context = self._ssl_context(ca_pem, cert_pem, key_pem, insecure) if self.scheme == "https" else None
+        self.exec_plugin = exec_plugin
+        self.proxy = _proxy(proxy_url) if proxy_url else None
+        self._ca_pem, self._insecure = ca_pem, insecure
+        self._static_context = None
+        if self.scheme == "https" and exec_plugin is None:
+            self._static_context = self._ssl_context(ca_pem, cert_pem, key_pem, insecure)
+        self._exec_context = (None, None)  # (credential, its TLS context)
+
+    @property
+    def context(self):
+        """The TLS context of the next connection: with an exec plugin's client certificate, the one of its
+        current credential (a renewed credential makes a new context, and KubeApi reconnects)."""
+        if self.scheme != "https":
+            return None
+        if self.exec_plugin is None:
+            return self._static_context
+        credential = self._exec_credential()
+        if self._exec_context[0] is not credential:
+            self._exec_context = (credential, self._ssl_context(self._ca_pem, credential.cert_pem, credential.key_pem,
+                                                                self._insecure))
+        return self._exec_context[1]
+
+    def _exec_credential(self):
+        try:
+            return self.exec_plugin.credential()
+        except ExecCredentialError as exc:
+            raise ConfigError(str(exc)) from None
+
+    def credential_refused(self):
+        """The server answered 401: True when asking again can help (an exec plugin gives a new credential)."""
+        if self.exec_plugin is None:
+            return False
+        self.exec_plugin.invalidate()
+        return True
 
     @staticmethod
     def _ssl_context(ca_pem, cert_pem, key_pem, insecure):
@@ -101,6 +153,8 @@ class Connection:
         return context
 
     def bearer(self):
+        if self.exec_plugin is not None:
+            return self._exec_credential().token
         if self.token_file:
             try:
                 with open(self.token_file, encoding="utf-8") as handle:
@@ -127,9 +181,16 @@ class Connection:
         ctx = _named(config.get("contexts"), name, "context")
         cluster = _named(config.get("clusters"), ctx.get("cluster"), "cluster")
         user = _named(config.get("users"), ctx.get("user"), "user") if ctx.get("user") else {}
-        if user.get("exec") or user.get("auth-provider"):
-            raise ConfigError("the kubeconfig's user %r authenticates through a plugin, which this client does not "
-                              "run; use a client certificate or a token" % ctx.get("user"))
+        if user.get("auth-provider"):
+            # Removed from kubectl in 1.26: its providers (gcp, azure, oidc) became exec plugins.
+            raise ConfigError("the kubeconfig's user %r authenticates through an auth-provider, which Kubernetes "
+                              "replaced with exec plugins; use the provider's exec plugin (kubectl 1.26 and later "
+                              "need it too)" % ctx.get("user"))
+        static = [key for key in ("token", "tokenFile", "client-certificate", "client-certificate-data")
+                  if user.get(key)]
+        if user.get("exec") and static:
+            raise ConfigError("the kubeconfig's user %r has both an exec plugin and %s: keep one way to "
+                              "authenticate" % (ctx.get("user"), ", ".join(static)))
 
         def material(data_key, file_key, what):
             if user_or_cluster(data_key) is not None:
@@ -151,13 +212,20 @@ class Connection:
         token_file = user.get("tokenFile")
         if token_file and not os.path.isabs(token_file):
             token_file = os.path.join(base, token_file)
-        return cls(cluster.get("server"),
-                   ca_pem=material("certificate-authority-data", "certificate-authority", "certificate authority"),
+        ca_pem = material("certificate-authority-data", "certificate-authority", "certificate authority")
+        exec_plugin = None
+        if user.get("exec"):
+            try:
+                exec_plugin = ExecPlugin(user["exec"], base, cluster=cluster, ca_pem=ca_pem, user_name=ctx.get("user"))
+            except ExecCredentialError as exc:
+                raise ConfigError(str(exc)) from None
+        return cls(cluster.get("server"), ca_pem=ca_pem,
                    cert_pem=material("client-certificate-data", "client-certificate", "client certificate"),
                    key_pem=material("client-key-data", "client-key", "client key"),
                    token=user.get("token"), token_file=token_file,
                    insecure=bool(cluster.get("insecure-skip-tls-verify")),
-                   server_name=cluster.get("tls-server-name"))
+                   server_name=cluster.get("tls-server-name"), exec_plugin=exec_plugin,
+                   proxy_url=cluster.get("proxy-url"))
 
     @classmethod
     def in_cluster(cls):
@@ -174,10 +242,10 @@ class Connection:
     @classmethod
     def resolve(cls, kubeconfig=None, context=None):
         """kubeconfig path, else $K8S_AUTH_KUBECONFIG/$KUBECONFIG, else in-cluster, else ~/.kube/config."""
-        path = kubeconfig or os.environ.get("K8S_AUTH_KUBECONFIG") or os.environ.get("KUBECONFIG")
-        if not path and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        path = kubeconfig_path(kubeconfig)
+        if path is None:
             return cls.in_cluster()
-        return cls.from_kubeconfig(path or os.path.expanduser("~/.kube/config"), context)
+        return cls.from_kubeconfig(path, context)
 
 
 def _status_message(status, reason, body):
@@ -213,6 +281,7 @@ class KubeApi:
         self.connection = connection
         self.timeout = timeout
         self._conn = None
+        self._context = None
         # Discovery answers by group-version; clients of one server may share them (resources=).
         self.resources = {} if resources is None else resources
 
@@ -223,10 +292,16 @@ class KubeApi:
 
     def _open(self):
         c = self.connection
+        host, port = (c.proxy[0], c.proxy[1]) if c.proxy else (c.host, c.port)
         if c.scheme == "https":
-            return _HTTPSConnection(c.host, c.port, timeout=self.timeout, context=c.context,
+            self._context = c.context
+            conn = _HTTPSConnection(host, port, timeout=self.timeout, context=self._context,
                                     server_name=c.server_name)
-        return http.client.HTTPConnection(c.host, c.port, timeout=self.timeout)
+        else:
+            conn = http.client.HTTPConnection(host, port, timeout=self.timeout)
+        if c.proxy:
+            conn.set_tunnel(c.host, c.port, headers=c.proxy[2])
+        return conn
 
     def request(self, method, path, query=None, body=None, content_type="application/json", ok_missing=False,
                 accept="application/json", retry_busy=True):
@@ -235,16 +310,18 @@ class KubeApi:
         url = self.connection.base_path + path
         if query:
             url += "?" + urllib.parse.urlencode([(k, v) for k, v in query.items() if v is not None])
-        headers = {"Accept": accept, "User-Agent": "kosmos.kubenest"}
-        token = self.connection.bearer()
-        if token:
-            headers["Authorization"] = "Bearer " + token
         data = None
         if body is not None:
             data = json.dumps(body).encode()
-            headers["Content-Type"] = content_type
         for _attempt in range(RETRIES):
-            status, reason, retry_after, payload = self._send(method, path, url, data, headers)
+            status, reason, retry_after, payload = self._send(method, path, url, data,
+                                                              self._headers(accept, content_type, data))
+            if status == 401 and self.connection.credential_refused():
+                # client-go does the same: a credential from an exec plugin may have been revoked or rotated
+                # before its expiry; the plugin is asked once more, and its second answer stands.
+                self.close()
+                status, reason, retry_after, payload = self._send(method, path, url, data,
+                                                                  self._headers(accept, content_type, data))
             # Like client-go: a busy or starting server says when to come back (e.g. 429 while the storage of a
             # new CRD initializes); anything else is answered at once.
             if not retry_busy or retry_after is None or not (status == 429 or 500 <= status < 600):
@@ -257,8 +334,21 @@ class KubeApi:
                                status=status, reason=reason)
         return json.loads(payload) if payload else {}
 
+    def _headers(self, accept, content_type, data):
+        headers = {"Accept": accept, "User-Agent": "kosmos.kubenest"}
+        token = self.connection.bearer()
+        if token:
+            headers["Authorization"] = "Bearer " + token
+        if data is not None:
+            headers["Content-Type"] = content_type
+        return headers
+
     def _send(self, method, path, url, data, headers):
         for attempt in (1, 2):
+            if self._conn is not None and self.connection.scheme == "https" \
+                    and self._context is not self.connection.context:
+                # The exec plugin renewed its client certificate: the next request goes over a new handshake.
+                self.close()
             if self._conn is None:
                 self._conn = self._open()
             try:
@@ -273,8 +363,9 @@ class KubeApi:
                 continue
             except (OSError, http.client.HTTPException) as exc:
                 self.close()
-                raise KubeApiError("%s %s: cannot reach the API server at %s: %s"
-                                   % (method, path, self.connection.server, exc)) from None
+                via = " through the proxy %s:%s" % self.connection.proxy[:2] if self.connection.proxy else ""
+                raise KubeApiError("%s %s: cannot reach the API server at %s%s: %s"
+                                   % (method, path, self.connection.server, via, exc)) from None
             try:
                 retry_after = float(response.getheader("Retry-After"))
             except (TypeError, ValueError):

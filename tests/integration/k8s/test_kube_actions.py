@@ -190,7 +190,8 @@ def test_errors_are_specific_and_never_echo_the_request(apiserver, tmp_path):
                                                 "apiVersion": "client.authentication.k8s.io/v1"}}
     (tmp_path / "exec.kubeconfig").write_text(yaml.safe_dump(exec_config))
     rc, result = act("kube_info", tmp_path / "exec.kubeconfig", kind="Namespace")
-    assert rc != 0 and "authenticates through a plugin" in result["msg"], result
+    # A v1 exec section must say whether the plugin may ask questions: refused before the plugin runs.
+    assert rc != 0 and "has interactiveMode None; one of Never, IfAvailable, Always is required" in result["msg"]
     assert not (tmp_path / "ran").exists()
 
 

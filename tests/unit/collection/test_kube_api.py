@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import http.server
 import json
+import os
 import threading
 
 import pytest
 import yaml
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kubeconfig import kubeconfig_path
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils import kube_api
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_action import plain
 
@@ -43,7 +45,8 @@ def test_a_token_file_is_read_relative_to_the_kubeconfig_at_each_request(tmp_pat
     (kubeconfig(current=""), None, "names no context and none was given"),
     (kubeconfig(), "absent", "has no context named 'absent'"),
     (kubeconfig(server="ftp://x"), None, "is not an http(s) URL"),
-    (kubeconfig({"exec": {"command": "x"}}), None, "authenticates through a plugin"),
+    (kubeconfig({"auth-provider": {"name": "gcp"}}), None, "authenticates through an auth-provider"),
+    (kubeconfig({"exec": {"command": "x"}}), None, "user 'u' asks for apiVersion None"),
     (kubeconfig({"client-certificate-data": "not base64!", "client-key-data": "x"}), None, "not valid base64"),
     (kubeconfig({"client-certificate": "missing.crt", "client-key": "missing.key"}), None,
      "cannot read the kubeconfig's client certificate"),
@@ -141,3 +144,19 @@ def test_no_retry_without_retry_after_and_a_bounded_number_with_it(scripted):
     with pytest.raises(kube_api.KubeApiError, match="HTTP 429"):
         api.request("GET", "/api/v1/nodes")
     assert len(_Scripted.seen) == kube_api.RETRIES
+
+
+def test_the_kubeconfig_comes_from_the_argument_then_the_environment_then_the_pod(tmp_path, monkeypatch):
+    for name in ("K8S_AUTH_KUBECONFIG", "KUBECONFIG", "KUBERNETES_SERVICE_HOST"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert kubeconfig_path() == str(tmp_path / ".kube/config")
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    assert kubeconfig_path() is None  # a pod's service account
+    (tmp_path / "second").write_text("{}")
+    # A list, as kubectl takes it: the first file that exists.
+    monkeypatch.setenv("KUBECONFIG", os.pathsep.join([str(tmp_path / "missing"), str(tmp_path / "second")]))
+    assert kubeconfig_path() == str(tmp_path / "second")
+    monkeypatch.setenv("K8S_AUTH_KUBECONFIG", "~/from-ansible")
+    assert kubeconfig_path() == str(tmp_path / "from-ansible")
+    assert kubeconfig_path("~/given") == str(tmp_path / "given")
