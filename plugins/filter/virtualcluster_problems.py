@@ -47,8 +47,8 @@ from ansible_collections.kosmos.kubenest.plugins.plugin_utils.references import 
     DNS_1123_LABEL,
     VIRTUAL_CLUSTER_NAME_MAX,
     InvalidValue,
+    check_client_address,
     check_image_repository,
-    check_ip,
     check_kubernetes_version,
     check_name,
     check_registry_allowed,
@@ -74,7 +74,7 @@ def _checks(request, allowed_registries):
     if "kubernetesVersion" in spec:
         yield lambda: check_kubernetes_version(spec["kubernetesVersion"])
     if spec.get("externalIP"):
-        yield lambda: check_ip("externalIP", spec["externalIP"])
+        yield lambda: check_client_address("externalIP", spec["externalIP"])
     members = spec.get("etcdMembers", 1)
     if isinstance(members, bool) or members not in MEMBER_COUNTS:
         yield lambda: _fail("etcdMembers must be one of %s, got %r" % (", ".join(map(str, MEMBER_COUNTS)), members))

@@ -73,6 +73,18 @@ def check_ip(what, value):
         raise InvalidValue("%s must be an IP address, got %r" % (what, value)) from None
 
 
+def check_client_address(what, value):
+    """An address clients elsewhere can connect to: an IP that is not loopback, unspecified, link-local,
+    multicast or the broadcast address (the CRD's rule, ip(self).isGlobalUnicast(), refuses the same)."""
+    address = ipaddress.ip_address(check_ip(what, value))
+    for unusable, name in ((address.is_loopback, "loopback"), (address.is_unspecified, "unspecified"),
+                           (address.is_link_local, "link-local"), (address.is_multicast, "multicast"),
+                           (address == ipaddress.IPv4Address("255.255.255.255"), "the broadcast address")):
+        if unusable:
+            raise InvalidValue("%s must be an address clients can reach, not %s: %s" % (what, name, address))
+    return str(address)
+
+
 def check_cidr(what, value):
     try:
         return str(ipaddress.ip_network(value, strict=True))

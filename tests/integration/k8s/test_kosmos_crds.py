@@ -80,6 +80,9 @@ def test_proposal_form_with_resources_is_accepted_verbatim(kosmos):
     ("neg-count", {"promotePolicies": [{"labelSelector": {}, "nodeCount": -1}]}, "spec.promotePolicies[0].nodeCount"),
     ("zero-count", {"promotePolicies": [{"labelSelector": {}, "nodeCount": 0}]}, "spec.promotePolicies[0].nodeCount"),
     ("bad-ip", {"externalIP": "300.1.1.1"}, "spec.externalIP"),
+    ("loopback-ip", {"externalIP": "127.0.0.1"}, "spec.externalIP"),
+    ("unspecified-ip", {"externalIP": "0.0.0.0"}, "spec.externalIP"),
+    ("link-local-ip", {"externalIP": "169.254.10.1"}, "spec.externalIP"),
     ("bad-label-key", {"promotePolicies": [{"labelSelector": {"matchLabels": {"bad key!": "x"}}, "nodeCount": 1}]},
      "spec.promotePolicies[0].labelSelector.matchLabels"),
     ("bad-operator", {"promotePolicies": [{"labelSelector": {"matchExpressions": [
