@@ -15,6 +15,12 @@ except ImportError:
 else:
     HAS_YAML = True
 
+    class _QuotedDumper(yaml.SafeDumper):
+        """Writes every string as a double-quoted scalar."""
+
+    _QuotedDumper.add_representer(
+        str, lambda dumper, value: dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"'))
+
 
 def _b64(data):
     if not isinstance(data, bytes):
@@ -44,9 +50,12 @@ def client_cert_kubeconfig(server, ca_pem, client_cert_pem, client_key_pem, clus
 
 
 def dump_kubeconfig(config):
-    """Serialise a kubeconfig dict as YAML; JSON (a subset of YAML) when PyYAML is not installed."""
+    """Serialise a kubeconfig dict as YAML with every string double-quoted (JSON, a subset of YAML, when PyYAML is
+    not installed). Go reads kubeconfigs as YAML 1.1 and PyYAML leaves `n`, `y` and other scalars plain that Go
+    then takes for booleans or numbers: a cluster or user named after a VirtualCluster `n` would not load."""
     if HAS_YAML:
-        return yaml.safe_dump(config, default_flow_style=False, sort_keys=False)
+        # No folding: a long base64 string stays on one line.
+        return yaml.dump(config, Dumper=_QuotedDumper, default_flow_style=False, sort_keys=False, width=1 << 30)
     return json.dumps(config, indent=2) + "\n"
 
 

@@ -67,7 +67,7 @@ EXAMPLES = r"""
       - {path: /var/lib/kubelet, mode: "0700"}
     files:
       - {path: /etc/kubernetes/pki/ca.crt, content: "{{ ca_pem }}"}
-      - {path: /var/lib/kubelet/config.yaml, content: "{{ kubelet_config | to_nice_yaml }}"}
+      - {path: /var/lib/kubelet/config.yaml, content: "{{ kubelet_config | to_nice_json }}"}
 """
 
 RETURN = r"""
