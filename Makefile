@@ -20,13 +20,14 @@ down:
 	rm -rf .sandbox/cluster-pki .sandbox/group_vars .sandbox/host_vars .sandbox/kubeconfig .sandbox/sample.kubeconfig \
 	  .sandbox/operator.log .sandbox/operator.pid .sandbox/operator.mode .sandbox/operator-install.json
 
-.PHONY: help install system-deps lint ruff ansible-lint sanity unit integration integration-agent integration-early integration-images e2e prebuild prebuild-images prebuild-machines test test-long bench k8s cilium images operator-image apiserver up down clean
+.PHONY: help install system-deps lint ruff ansible-lint sanity unit integration integration-agent integration-early integration-images e2e prebuild prebuild-images prebuild-machines test test-long bench conformance k8s cilium images operator-image apiserver up down clean
 
 help:
 	@echo "make up        local sandbox host cluster, operator and a sample virtual cluster"
 	@echo "make test      everything: installs what it needs, lints, runs unit/integration/e2e tests"
 	@echo "make test-long faults at every step of promotion and return, operator killed mid-way, AWX and molecule life cycles"
 	@echo "make bench     benchmarks with ratios against their baselines"
+	@echo "make conformance  the upstream conformance suite on a virtual cluster and on the host (baseline)"
 	@echo "make k8s       build (or reuse) the pinned Kubernetes binaries; prints their directory"
 	@echo "make cilium    build (or reuse) the pinned Cilium agent, CNI plugin and operator; prints their directory"
 	@echo "make images    build (or reuse) OCI archives of the control-plane and pause images; prints their directory"
@@ -134,6 +135,12 @@ operator-image: install
 
 apiserver: install k8s
 	@$(PY) -m tests.support.apiserver
+
+# The upstream conformance suite on the sandbox of make up: a VirtualCluster with two promoted workers and the host
+# cluster as the baseline; reports in build/conformance/. CONFORMANCE_ARGS passes options (--smoke, --focus,
+# --sides, --no-serial, --keep: python -m sandbox.conformance --help).
+conformance: install k8s images
+	$(PY) -m sandbox.conformance $(CONFORMANCE_ARGS)
 
 clean:
 	rm -rf build tests/output bench/results

@@ -28,7 +28,8 @@ options:
         directory); all absolute paths.
       - For C(apiserver), C(secure_port), C(etcd_servers) (a list of URLs), C(service_cidr),
         C(cluster_domain), C(advertise_address), C(kubelet_serving_ca) (kubelets serve with certificates the
-        cluster CA signed) and C(endpoint_reconciler).
+        cluster CA signed), C(endpoint_reconciler) and C(aggregator_routing) (webhooks and aggregated APIs
+        called at their pods' addresses).
       - For C(controller-manager), C(cluster_name), C(service_cidr), C(bind_address), C(leader_elect),
         C(pod_cidr) (when given, nodes get subnets of it) and C(node_cidr_mask).
       - For C(scheduler), C(bind_address) and C(leader_elect).
@@ -61,7 +62,8 @@ from ansible_collections.kosmos.kubenest.plugins.plugin_utils.control_plane_flag
 
 BUILDERS = {
     "apiserver": (apiserver_flags, ("secure_port", "etcd_servers", "service_cidr", "cluster_domain",
-                                    "advertise_address", "kubelet_serving_ca", "endpoint_reconciler")),
+                                    "advertise_address", "kubelet_serving_ca", "endpoint_reconciler",
+                                    "aggregator_routing")),
     "controller-manager": (controller_manager_flags, ("cluster_name", "service_cidr", "bind_address",
                                                       "leader_elect", "pod_cidr", "node_cidr_mask")),
     "scheduler": (scheduler_flags, ("bind_address", "leader_elect")),

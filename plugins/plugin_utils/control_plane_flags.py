@@ -40,10 +40,14 @@ def _port(what, value):
 
 
 def apiserver_flags(files, secure_port, etcd_servers, service_cidr, cluster_domain="cluster.local",
-                    advertise_address=None, kubelet_serving_ca=False, endpoint_reconciler=None):
+                    advertise_address=None, kubelet_serving_ca=False, endpoint_reconciler=None,
+                    aggregator_routing=False):
     """kubelet_serving_ca: kubelets serve with certificates the cluster CA signed (promoted nodes, approved by
     node_admit), so logs, exec and port-forward check them. endpoint_reconciler: who writes the `kubernetes`
-    Service's endpoints (none: the run, when the server's own address is not what clients reach)."""
+    Service's endpoints (none: the run, when the server's own address is not what clients reach).
+    aggregator_routing: webhooks and aggregated APIs are called at their pods' addresses, not at their Service's,
+    for servers whose machine or network has no route to the Service range (kube-proxy rewrites only traffic
+    that routes)."""
     options = []
     if advertise_address:
         options.append(("advertise-address", check_ip("the advertise address", advertise_address)))
@@ -85,6 +89,8 @@ def apiserver_flags(files, secure_port, etcd_servers, service_cidr, cluster_doma
     ]
     if endpoint_reconciler:
         options.append(("endpoint-reconciler-type", str(endpoint_reconciler)))
+    if aggregator_routing:
+        options.append(("enable-aggregator-routing", "true"))
     return options
 
 

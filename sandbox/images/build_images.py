@@ -18,6 +18,7 @@ import io
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tarfile
@@ -162,6 +163,49 @@ def write_layer(spec: ImageSpec, dest: Path) -> tuple[Blob, str]:
     return Blob(compressed.digest, compressed.size), plain.digest
 
 
+def tree_members(root: Path, skip_top: frozenset[str] = frozenset()):
+    """(path in the image, path on disk) of every entry under `root`, parents before children, in a fixed
+    order; top-level names in `skip_top` are left out."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        relative = Path(dirpath).relative_to(root)
+        if relative == Path("."):
+            dirnames[:] = sorted(d for d in dirnames if d not in skip_top)
+            filenames = [f for f in filenames if f not in skip_top]
+        else:
+            dirnames.sort()
+        for name in sorted(dirnames + filenames):
+            yield str(relative / name) if relative != Path(".") else name, Path(dirpath) / name
+
+
+def write_tree_layer(root: Path, dest: Path, owner=None, skip_top: frozenset[str] = frozenset()) -> tuple[Blob, str]:
+    """The gzipped layer of the directory tree `root` (fixed times and order); returns its blob and diff_id.
+    owner(uid, gid) -> (uid, gid) maps each entry's owner (default: kept). Device nodes and sockets are left out:
+    the runtime provides /dev."""
+    with dest.open("wb") as raw:
+        compressed = DigestWriter(raw)
+        with gzip.GzipFile(filename="", fileobj=compressed, mode="wb", mtime=0, compresslevel=GZIP_LEVEL) as gz:
+            plain = DigestWriter(gz)
+            with tarfile.open(fileobj=plain, mode="w", format=tarfile.PAX_FORMAT) as tar:
+                for name, path in tree_members(root, skip_top):
+                    st = path.lstat()
+                    if stat.S_ISLNK(st.st_mode):
+                        info = tar_member(name, kind=tarfile.SYMTYPE, mode=0o777)
+                        info.linkname = os.readlink(path)
+                    elif stat.S_ISDIR(st.st_mode):
+                        info = tar_member(name + "/", kind=tarfile.DIRTYPE, mode=stat.S_IMODE(st.st_mode))
+                    elif stat.S_ISREG(st.st_mode):
+                        info = tar_member(name, mode=stat.S_IMODE(st.st_mode), size=st.st_size)
+                    else:
+                        continue
+                    info.uid, info.gid = owner(st.st_uid, st.st_gid) if owner else (st.st_uid, st.st_gid)
+                    if info.isreg():
+                        with path.open("rb") as fh:
+                            tar.addfile(info, fh)
+                    else:
+                        tar.addfile(info)
+    return Blob(compressed.digest, compressed.size), plain.digest
+
+
 def image_config(spec: ImageSpec, diff_id: str) -> dict:
     return {
         "created": EPOCH,
@@ -187,24 +231,28 @@ def write_archive(spec: ImageSpec, dest: Path) -> Blob:
     with tempfile.TemporaryDirectory(dir=dest.parent) as scratch:
         layer_path = Path(scratch) / "layer"
         layer, diff_id = write_layer(spec, layer_path)
-        return write_layout(dest, spec.ref, canonical_json(image_config(spec, diff_id)), layer, layer_path)
+        return write_layout(dest, spec.ref, canonical_json(image_config(spec, diff_id)), [(layer, layer_path)])
 
 
-def write_layout(dest: Path, ref: str, config: bytes, layer: Blob, layer_path: Path) -> Blob:
-    """The OCI image-layout tar of a one-layer image named `ref`; returns the manifest blob."""
+def write_layout(dest: Path, ref: str, config: bytes, layers: list[tuple[Blob, Path]], also=()) -> Blob:
+    """The OCI image-layout tar of an image named `ref` (and each name in `also`) made of `layers` (blob and file,
+    the lowest first); returns the manifest blob."""
     config_blob = Blob("sha256:" + hashlib.sha256(config).hexdigest(), len(config))
     manifest = canonical_json({
         "schemaVersion": 2,
         "mediaType": MEDIA_MANIFEST,
         "config": config_blob.descriptor(MEDIA_CONFIG),
-        "layers": [layer.descriptor(MEDIA_LAYER)],
+        "layers": [layer.descriptor(MEDIA_LAYER) for layer, _path in layers],
     })
     manifest_blob = Blob("sha256:" + hashlib.sha256(manifest).hexdigest(), len(manifest))
-    manifest_descriptor = manifest_blob.descriptor(MEDIA_MANIFEST)
-    manifest_descriptor["annotations"] = {ANNOTATION_REF: ref, ANNOTATION_CONTAINERD_NAME: ref}
-    manifest_descriptor["platform"] = {"architecture": "amd64", "os": "linux"}
+    descriptors = []
+    for name in (ref, *also):
+        descriptor = manifest_blob.descriptor(MEDIA_MANIFEST)
+        descriptor["annotations"] = {ANNOTATION_REF: name, ANNOTATION_CONTAINERD_NAME: name}
+        descriptor["platform"] = {"architecture": "amd64", "os": "linux"}
+        descriptors.append(descriptor)
     index = canonical_json({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
-                            "manifests": [manifest_descriptor]})
+                            "manifests": descriptors})
 
     def blob_name(blob: Blob) -> str:
         return "blobs/sha256/" + blob.digest.split(":", 1)[1]
@@ -217,8 +265,9 @@ def write_layout(dest: Path, ref: str, config: bytes, layer: Blob, layer_path: P
         tar.addfile(tar_member("blobs/sha256/", kind=tarfile.DIRTYPE, mode=0o755))
         add_bytes(tar, blob_name(manifest_blob), manifest)
         add_bytes(tar, blob_name(config_blob), config)
-        with layer_path.open("rb") as f:
-            tar.addfile(tar_member(blob_name(layer), size=layer.size), f)
+        for layer, layer_path in layers:
+            with layer_path.open("rb") as f:
+                tar.addfile(tar_member(blob_name(layer), size=layer.size), f)
     partial.replace(dest)
     return manifest_blob
 

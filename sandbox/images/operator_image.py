@@ -15,15 +15,12 @@ archive's path as its last line. Needs root (debootstrap, systemd-nspawn).
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import os
 import shutil
-import stat
 import subprocess
 import sys
-import tarfile
 import tempfile
 from pathlib import Path
 
@@ -130,44 +127,10 @@ def build_root(base: Path, work: Path, scratch: Path) -> None:
         os.chown(owned, USER, USER)
 
 
-def _members(root: Path):
-    """(path in the image, path on disk) of every entry, parents before children, in a fixed order."""
-    for dirpath, dirnames, filenames in os.walk(root):
-        relative = Path(dirpath).relative_to(root)
-        if relative == Path("."):
-            dirnames[:] = sorted(d for d in dirnames if d not in SKIP_TOP)
-        else:
-            dirnames.sort()
-        for name in sorted(dirnames + filenames):
-            path = Path(dirpath) / name
-            yield str(relative / name) if relative != Path(".") else name, path
-
-
 def write_layer(root: Path, dest: Path) -> tuple[oci.Blob, str]:
-    with dest.open("wb") as raw:
-        compressed = oci.DigestWriter(raw)
-        with gzip.GzipFile(filename="", fileobj=compressed, mode="wb", mtime=0, compresslevel=oci.GZIP_LEVEL) as gz:
-            plain = oci.DigestWriter(gz)
-            with tarfile.open(fileobj=plain, mode="w", format=tarfile.PAX_FORMAT) as tar:
-                for name, path in _members(root):
-                    st = path.lstat()
-                    owner = st.st_uid if st.st_uid == USER else 0
-                    if stat.S_ISLNK(st.st_mode):
-                        info = oci.tar_member(name, kind=tarfile.SYMTYPE, mode=0o777)
-                        info.linkname = os.readlink(path)
-                    elif stat.S_ISDIR(st.st_mode):
-                        info = oci.tar_member(name + "/", kind=tarfile.DIRTYPE, mode=stat.S_IMODE(st.st_mode))
-                    elif stat.S_ISREG(st.st_mode):
-                        info = oci.tar_member(name, mode=stat.S_IMODE(st.st_mode), size=st.st_size)
-                    else:
-                        continue  # device nodes and sockets: the runtime provides /dev
-                    info.uid = info.gid = owner
-                    if info.isreg():
-                        with path.open("rb") as fh:
-                            tar.addfile(info, fh)
-                    else:
-                        tar.addfile(info)
-    return oci.Blob(compressed.digest, compressed.size), plain.digest
+    # Everything root's but the operator's own home.
+    return oci.write_tree_layer(root, dest, owner=lambda uid, _gid: (uid, uid) if uid == USER else (0, 0),
+                                skip_top=frozenset(SKIP_TOP))
 
 
 def image_config(tag: str, diff_id: str) -> dict:
@@ -208,7 +171,7 @@ def ensure_archive(cache: Path) -> Path:
             build_root(base, work, scratch)
             layer_path = scratch / "layer"
             layer, diff_id = write_layer(work, layer_path)
-            oci.write_layout(archive, ref, oci.canonical_json(image_config(version(), diff_id)), layer, layer_path)
+            oci.write_layout(archive, ref, oci.canonical_json(image_config(version(), diff_id)), [(layer, layer_path)])
             rootfs.remove_tree(work)
         (out / "image.json").write_text(json.dumps({"ref": ref, "archive": archive.name,
                                                     "archive_size": archive.stat().st_size}, indent=2) + "\n")

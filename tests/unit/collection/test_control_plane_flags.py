@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 from ansible.errors import AnsibleFilterError
 from ansible_collections.kosmos.kubenest.plugins.filter.control_plane_flags import control_plane_flags
 from ansible_collections.kosmos.kubenest.plugins.filter.hosted_manifest import hosted_manifest
@@ -97,3 +98,18 @@ def test_the_key_set_is_named_where_pods_reach_the_server_in_both_modes():
         issuer = values["--service-account-issuer"]
         assert issuer == "https://kubernetes.default.svc.cluster.local"
         assert values["--service-account-jwks-uri"] == issuer + "/openid/v1/jwks"
+
+
+def test_units_call_webhooks_at_pod_addresses_when_the_role_says_so():
+    """The host's API server runs on a machine that may have no route to the Service range: a webhook or an
+    aggregated API behind a Service would never answer it (the upstream AdmissionWebhook and Aggregator specs)."""
+    flags = unit_flags("apiserver")
+    assert "--enable-aggregator-routing=true" not in flags
+    routed = control_plane_flags("apiserver", {"secure_port": 6443, "etcd_servers": ["https://198.18.0.11:2379"],
+                                               "service_cidr": "198.19.128.0/17", "aggregator_routing": True,
+                                               "files": UNIT_FILES})
+    assert "--enable-aggregator-routing=true" in routed
+    template = (ROLE / "templates" / "kube-apiserver.service.j2").read_text()
+    assert "'aggregator_routing': control_plane_aggregator_routing | bool" in template
+    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    assert defaults["control_plane_aggregator_routing"] is True

@@ -1,0 +1,331 @@
+"""The images the upstream conformance specs start, assembled here from what sandbox/conformance/build.sh builds.
+
+Each one behaves for the suite as the upstream image does (test/images/<name>/ of the k8s.io/kubernetes module
+says what that is), on Debian where the upstream one is on Alpine:
+
+- agnhost (both tags the suite names): the agnhost binary, the tools its Dockerfile installs (dig and nslookup,
+  curl, netcat, ip, iperf, bash), CoreDNS as /coredns, porter's certificate, the user and group defined in it;
+- kitten and nautilus: agnhost with their page and data file, serving test-webserver;
+- busybox (both tags): the upstream release built static, every applet linked;
+- nginx (both tags): Debian's nginx, in the foreground, logging to the container's output;
+- glibc-dns-testing: Debian with dnsutils and /coredns; nonroot: Debian as user 1234; nonewprivs: a set-uid
+  nnp; sample-apiserver: the k8s.io/sample-apiserver module at the pinned minor; etcd: the etcd this sandbox
+  runs; pause: this sandbox's pause.
+
+Every image is named under kubenest.local/e2e-test-images/ with the tags e2e.test lists (`--list-images`), so the
+suite finds them through the registry list (KUBE_TEST_REPO_LIST) of `repo_list()`: the names say where they come
+from, and nothing pretends to be registry.k8s.io. Archives are cached under
+$KUBENEST_CACHE/conformance/<kubernetes version>/images/, each keyed by its inputs; prints that directory last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO_ROOT))
+
+from sandbox.images import build_images as oci  # noqa: E402  (the repository root is on the path only now)
+from sandbox.machines import rootfs  # noqa: E402
+
+PREFIX = "kubenest.local/e2e-test-images"
+# The upstream agnhost and glibc-dns-testing images ship these tools; nginx is the nginx images' server.
+PACKAGES = ("bash", "curl", "wget", "dnsutils", "netcat-openbsd", "iproute2", "iperf", "util-linux", "procps",
+            "iputils-ping", "ca-certificates", "nginx-light")
+SKIP_TOP = frozenset({"dev", "proc", "sys", rootfs.COMPLETE_MARK})  # the runtime mounts these
+EMPTIED = ("run", "tmp")  # kept as directories (nginx writes its pid to /run), without the build's leftovers
+TRIM = ("usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/locale", "var/cache/apt",
+        "var/cache/debconf", "var/lib/apt/lists", "var/log/apt", "usr/share/lintian")
+PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+BUSYBOX_PASSWD = ("root:x:0:0:root:/root:/bin/sh\ndaemon:x:1:1:daemon:/usr/sbin:/bin/false\n"
+                  "bin:x:2:2:bin:/bin:/bin/false\nsys:x:3:3:sys:/dev:/bin/false\nsync:x:4:100:sync:/bin:/bin/sync\n"
+                  "mail:x:8:8:mail:/var/spool/mail:/bin/false\nwww-data:x:33:33:www-data:/var/www:/bin/false\n"
+                  "operator:x:37:37:Operator:/var:/bin/false\nnobody:x:65534:65534:nobody:/home:/bin/false\n")
+BUSYBOX_GROUP = ("root:x:0:\ndaemon:x:1:\nbin:x:2:\nsys:x:3:\nadm:x:4:\ntty:x:5:\ndisk:x:6:\nwheel:x:10:root\n"
+                 "mail:x:8:\nwww-data:x:33:\noperator:x:37:\nstaff:x:50:\nusers:x:100:\nnogroup:x:65534:\n")
+
+
+@dataclass
+class Image:
+    """One image: a root tree made by `fill(tree)` and its runtime configuration."""
+
+    name: str
+    fill: object  # callable(tree: Path) -> None
+    inputs: list[Path]  # files whose content decides the archive (with this module and `config`)
+    config: dict = field(default_factory=dict)
+    base: bool = False  # starts from the Debian rootfs
+    source: str = ""  # what it is built from, for its labels
+
+
+def read_versions() -> dict[str, str]:
+    return oci.read_versions(REPO_ROOT / "versions.env")
+
+
+def listed_tags(e2e_test: Path) -> dict[str, list[str]]:
+    """Tags by image name of the images e2e.test starts from the upstream registries this module replaces."""
+    out = subprocess.run([str(e2e_test), "--list-images"], capture_output=True, text=True, check=True).stdout
+    tags: dict[str, list[str]] = {}
+    for line in out.split():
+        if ":" not in line:
+            continue
+        repo, tag = line.rsplit(":", 1)
+        registry, name = repo.rsplit("/", 1) if "/" in repo else ("", repo)
+        if registry in ("registry.k8s.io/e2e-test-images", "registry.k8s.io"):
+            tags.setdefault(name, []).append(tag)
+    return tags
+
+
+def repo_list() -> dict[str, str]:
+    """The suite's registry list (KUBE_TEST_REPO_LIST): every registry of the images built here is PREFIX; the
+    invalid one stays invalid (specs that expect a pull to fail)."""
+    return {"promoterE2eRegistry": PREFIX, "gcRegistry": PREFIX, "gcEtcdRegistry": PREFIX,
+            "invalidRegistry": "invalid.registry.k8s.io/invalid"}
+
+
+def _write(path: Path, data: bytes | str, mode: int = 0o644) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data.encode() if isinstance(data, str) else data)
+    path.chmod(mode)
+
+
+def _copy(src: Path, dest: Path, mode: int = 0o755) -> None:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, dest)
+    dest.chmod(mode)
+
+
+def _busybox_tree(busybox: Path):
+    def fill(tree: Path) -> None:
+        _copy(busybox, tree / "bin/busybox")
+        applets = subprocess.run([str(busybox), "--list-full"], capture_output=True, text=True,
+                                 check=True).stdout.split()
+        for applet in applets:
+            link = tree / applet
+            if applet != "bin/busybox" and not link.exists():
+                link.parent.mkdir(parents=True, exist_ok=True)
+                link.symlink_to("/bin/busybox")
+        _write(tree / "etc/passwd", BUSYBOX_PASSWD)
+        _write(tree / "etc/group", BUSYBOX_GROUP)
+        for directory, mode in (("tmp", 0o1777), ("root", 0o700), ("home", 0o755), ("var/www", 0o755)):
+            (tree / directory).mkdir(parents=True, exist_ok=True)
+            (tree / directory).chmod(mode)
+    return fill
+
+
+def _agnhost_files(agnhost: Path, coredns: Path, images: Path):
+    def fill(tree: Path) -> None:
+        _copy(agnhost, tree / "agnhost")
+        (tree / "agnhost-2").symlink_to("agnhost")
+        _copy(coredns, tree / "coredns")
+        (tree / "uploads").mkdir()
+        for name in ("localhost.crt", "localhost.key"):
+            _copy(images / "agnhost/porter" / name, tree / name, 0o644)
+        # The user and group the upstream Dockerfile adds (specs check that images' own users resolve).
+        with (tree / "etc/passwd").open("a") as fh:
+            fh.write("user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh\n")
+        with (tree / "etc/group").open("a") as fh:
+            fh.write("user-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n")
+        (tree / "home/user-defined-in-image").mkdir(parents=True, exist_ok=True)
+        os.chown(tree / "home/user-defined-in-image", 1000, 1000)
+    return fill
+
+
+def _then(*fills):
+    def fill(tree: Path) -> None:
+        for one in fills:
+            one(tree)
+    return fill
+
+
+def _web_page(images: Path, name: str):
+    def fill(tree: Path) -> None:
+        _copy(images / name / "html" / f"{name}.jpg", tree / f"{name}.jpg", 0o644)
+        _copy(images / name / "html/data.json", tree / "data.json", 0o644)
+    return fill
+
+
+def _nginx(tree: Path) -> None:
+    # The upstream image logs to the container's output and serves /usr/share/nginx/html.
+    logs = tree / "var/log/nginx"
+    logs.mkdir(parents=True, exist_ok=True)
+    for name, target in (("access.log", "/dev/stdout"), ("error.log", "/dev/stderr")):
+        (logs / name).unlink(missing_ok=True)
+        (logs / name).symlink_to(target)
+    html = tree / "usr/share/nginx/html"
+    html.mkdir(parents=True, exist_ok=True)
+    _write(html / "index.html", "<!DOCTYPE html>\n<html><head><title>Welcome to nginx!</title></head>"
+                                "<body><h1>Welcome to nginx!</h1></body></html>\n")
+    # Debian's default site, replaced (a file in this layer over the base's link: no whiteout needed).
+    _write(tree / "etc/nginx/sites-enabled/default",
+           "server {\n    listen 80;\n    listen [::]:80;\n    server_name localhost;\n"
+           "    location / {\n        root /usr/share/nginx/html;\n        index index.html index.htm;\n    }\n}\n")
+
+
+def _single(binary: Path, dest: str, mode: int = 0o755):
+    def fill(tree: Path) -> None:
+        _copy(binary, tree / dest.lstrip("/"), mode)
+        _write(tree / "etc/passwd", oci.PASSWD)
+        _write(tree / "etc/group", oci.GROUP)
+        (tree / "tmp").mkdir(exist_ok=True)
+        (tree / "tmp").chmod(0o1777)
+    return fill
+
+
+def specs(bins: Path, k8s_bins: Path, coredns: Path, pause: Path, images: Path, versions: dict) -> list[Image]:
+    k8s, busybox_version = versions["KUBERNETES_VERSION"], versions["BUSYBOX_VERSION"]
+    agnhost = _agnhost_files(bins / "agnhost", coredns, images)
+    agnhost_config = {"Entrypoint": ["/agnhost"], "Cmd": ["pause"]}
+    agnhost_inputs = [bins / "agnhost", coredns, images / "agnhost/porter/localhost.crt"]
+    return [
+        Image("agnhost", agnhost, agnhost_inputs, agnhost_config, base=True,
+              source=f"k8s.io/kubernetes {k8s} test/images/agnhost"),
+        *[Image(name, _then(agnhost, _web_page(images, name)), [*agnhost_inputs, images / name / "html/data.json"],
+                {**agnhost_config, "Cmd": ["test-webserver"]}, base=True,
+                source=f"k8s.io/kubernetes {k8s} test/images/{name}") for name in ("kitten", "nautilus")],
+        Image("busybox", _busybox_tree(bins / "busybox"), [bins / "busybox"], {"Cmd": ["sh"]},
+              source=f"busybox {busybox_version} release source"),
+        Image("nginx", _nginx, [], {"Cmd": ["nginx", "-g", "daemon off;"], "StopSignal": "SIGQUIT",
+                                    "ExposedPorts": {"80/tcp": {}}}, base=True, source="Debian nginx-light"),
+        Image("glibc-dns-testing", lambda tree: _copy(coredns, tree / "coredns"), [coredns], {"Cmd": ["bash"]},
+              base=True, source="Debian dnsutils"),
+        Image("nonroot", lambda tree: None, [], {"User": "1234", "Cmd": ["bash"]}, base=True,
+              source=f"k8s.io/kubernetes {k8s} test/images/nonroot"),
+        Image("nonewprivs", lambda tree: _copy(bins / "nnp", tree / "usr/local/bin/nnp", 0o4755), [bins / "nnp"],
+              {"Cmd": ["nnp"]}, base=True, source=f"k8s.io/kubernetes {k8s} test/images/nonewprivs"),
+        Image("sample-apiserver", _single(bins / "sample-apiserver", "/sample-apiserver"),
+              [bins / "sample-apiserver"], {"Entrypoint": ["/sample-apiserver"]},
+              source=f"k8s.io/sample-apiserver v0.{k8s.removeprefix('v1.')}"),
+        Image("etcd", _single(k8s_bins / "etcd", "/usr/local/bin/etcd"), [k8s_bins / "etcd"],
+              {"Entrypoint": ["/usr/local/bin/etcd"]}, source=f"go.etcd.io/etcd {versions['ETCD_VERSION']}"),
+        Image("pause", _single(pause, "/pause"), [pause], {"Entrypoint": ["/pause"]},
+              source="sandbox/images/pause"),
+    ]
+
+
+def image_config(image: Image, tag: str, diff_ids: list[str]) -> dict:
+    config = {"Env": [PATH_ENV], "WorkingDir": "/", **image.config,
+              "Labels": {"org.opencontainers.image.version": tag, "org.opencontainers.image.title": image.name,
+                         "org.opencontainers.image.source": image.source}}
+    return {"created": oci.EPOCH, "architecture": "amd64", "os": "linux", "config": config,
+            "rootfs": {"type": "layers", "diff_ids": diff_ids},
+            "history": [{"created": oci.EPOCH, "created_by": f"sandbox/conformance/images.py {image.name}"}
+                        for _diff_id in diff_ids]}
+
+
+def input_key(image: Image, refs: list[str], base_layer: dict | None) -> str:
+    return hashlib.sha256(oci.canonical_json({
+        "builder": oci.sha256_file(Path(__file__)), "oci": oci.sha256_file(Path(oci.__file__)),
+        "inputs": sorted([str(path.name), oci.sha256_file(path)] for path in image.inputs),
+        "config": image.config, "refs": refs, "base": base_layer["digest"] if base_layer else None,
+        "source": image.source,
+    })).hexdigest()
+
+
+def ensure_base_layer(base: Path, out: Path) -> dict:
+    """The Debian rootfs as one layer, shared by every image built on it: a node unpacks it once."""
+    key = hashlib.sha256(oci.canonical_json({"base": base.name, "trim": TRIM, "emptied": EMPTIED,
+                                             "skip": sorted(SKIP_TOP), "oci": oci.sha256_file(Path(oci.__file__))}
+                                            )).hexdigest()[:16]
+    layer_file, entry_file = out / f"base-{key}.layer", out / f"base-{key}.layer.json"
+    if layer_file.is_file() and entry_file.is_file():
+        return {**json.loads(entry_file.read_text()), "path": str(layer_file)}
+    for old in out.glob("base-*.layer*"):
+        old.unlink()
+    print(f"base layer: {base.name}", file=sys.stderr)
+    with tempfile.TemporaryDirectory(dir=out) as scratch_dir:
+        tree = Path(scratch_dir) / "root"
+        subprocess.run(["cp", "-a", "--reflink=auto", str(base), str(tree)], check=True)
+        for trimmed in TRIM:
+            rootfs.remove_tree(tree / trimmed)
+        for directory in EMPTIED:
+            for leftover in (tree / directory).iterdir():
+                rootfs.remove_tree(leftover)
+        blob, diff_id = oci.write_tree_layer(tree, Path(scratch_dir) / "layer", skip_top=SKIP_TOP)
+        (Path(scratch_dir) / "layer").replace(layer_file)
+        rootfs.remove_tree(tree)
+    entry = {"digest": blob.digest, "size": blob.size, "diff_id": diff_id}
+    entry_file.write_text(json.dumps(entry, indent=2, sort_keys=True) + "\n")
+    return {**entry, "path": str(layer_file)}
+
+
+def ensure_image(image: Image, tags: list[str], base: Path, base_layer: dict, out: Path) -> dict:
+    refs = [f"{PREFIX}/{image.name}:{tag}" for tag in tags]
+    archive = out / f"{image.name}.oci.tar"
+    key = input_key(image, refs, base_layer if image.base else None)
+    entry_file = out / f"{image.name}.oci.tar.json"
+    if archive.is_file() and entry_file.is_file():
+        entry = json.loads(entry_file.read_text())
+        if entry.get("input_key") == key:
+            print(f"{image.name}: cached", file=sys.stderr)
+            return entry
+    print(f"{image.name}: building {archive.name} ({', '.join(refs)})", file=sys.stderr)
+    with tempfile.TemporaryDirectory(dir=out) as scratch_dir:
+        scratch = Path(scratch_dir)
+        tree = scratch / "root"
+        tree.mkdir()
+        layers, diff_ids = [], []
+        if image.base:
+            layers.append((oci.Blob(base_layer["digest"], base_layer["size"]), Path(base_layer["path"])))
+            diff_ids.append(base_layer["diff_id"])
+            # what the image's own layer changes of the base starts as the base's
+            for name in ("etc/passwd", "etc/group"):
+                _copy(base / name, tree / name, 0o644)
+        image.fill(tree)
+        layer, diff_id = oci.write_tree_layer(tree, scratch / "layer")
+        layers.append((layer, scratch / "layer"))
+        diff_ids.append(diff_id)
+        config = oci.canonical_json(image_config(image, tags[-1], diff_ids))
+        manifest = oci.write_layout(archive, refs[0], config, layers, also=refs[1:])
+    entry = {"name": image.name, "refs": refs, "archive": archive.name, "manifest_digest": manifest.digest,
+             "archive_size": archive.stat().st_size, "source": image.source, "input_key": key}
+    entry_file.write_text(json.dumps(entry, indent=2, sort_keys=True) + "\n")
+    return entry
+
+
+def main(argv: list[str] | None = None) -> int:
+    versions = read_versions()
+    cache = Path(os.environ.get("KUBENEST_CACHE") or Path.home() / ".cache" / "kubenest")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
+    parser.add_argument("--bin-dir", type=Path, required=True, help="what sandbox/conformance/build.sh printed")
+    parser.add_argument("--out", type=Path, default=cache / "conformance" / versions["KUBERNETES_VERSION"] / "images")
+    args = parser.parse_args(argv)
+    k8s_bins = oci.default_bin_dir(cache, versions)
+    component_images = cache / "images" / versions["KUBERNETES_VERSION"]
+    coredns, pause = component_images / "coredns-bin/coredns", component_images / "pause-bin/pause"
+    for needed, how in ((k8s_bins / "etcd", "make k8s"), (coredns, "make images"), (pause, "make images"),
+                        (args.bin_dir / "e2e.test", "sandbox/conformance/build.sh")):
+        if not needed.is_file():
+            sys.exit(f"error: {needed} is missing; run `{how}` first")
+    tags = listed_tags(args.bin_dir / "e2e.test")
+    images_src = Path(subprocess.run(
+        ["go", "env", "GOMODCACHE"], capture_output=True, text=True, check=True).stdout.strip()) \
+        / f"k8s.io/kubernetes@{versions['KUBERNETES_VERSION']}" / "test/images"
+    wanted = specs(args.bin_dir, k8s_bins, coredns, pause, images_src, versions)
+    unlisted = [image.name for image in wanted if image.name not in tags]
+    if unlisted:
+        sys.exit(f"error: e2e.test lists no image named {unlisted}; the suite changed, update {__file__}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    with (args.out / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        base = rootfs.ensure_base(cache, PACKAGES)
+        base_layer = ensure_base_layer(base, args.out)
+        catalog = {image.name: ensure_image(image, sorted(tags[image.name]), base, base_layer, args.out)
+                   for image in wanted}
+        oci.write_if_changed(args.out / "images.json", json.dumps(catalog, indent=2, sort_keys=True) + "\n")
+        oci.write_if_changed(args.out / "repo-list.yaml", json.dumps(repo_list(), indent=2, sort_keys=True) + "\n")
+    print(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
