@@ -152,6 +152,9 @@ def parse_args(argv):
     parser.add_argument("--sides", default="host,tenant", help="which clusters to judge (default: %(default)s)")
     parser.add_argument("--procs", type=int, default=4, help="parallel ginkgo processes (default: %(default)s)")
     parser.add_argument("--no-serial", action="store_true", help="leave out the [Serial] and [Slow] specs")
+    parser.add_argument("--baseline", choices=("all", "failures"), default="all",
+                        help="the host runs every spec (all, first), or after the tenant only those the tenant "
+                             "failed (failures)")
     parser.add_argument("--keep", action="store_true", help="keep the VirtualCluster afterwards")
     parser.add_argument("--out", type=Path, help="report directory (default: build/conformance/<version>-<date>)")
     return parser.parse_args(argv)
@@ -185,16 +188,30 @@ def main(argv: list[str] | None = None) -> int:
     phases = [("parallel", specs.PARALLEL, args.procs)] + ([] if args.no_serial else [("serial", specs.SERIAL, 1)])
     reports: dict[str, list[Path]] = {}
     timings: dict[str, float] = {}
+    if args.baseline == "failures":
+        sides.sort(key=lambda side: side != "tenant")
     try:
         for side in sides:
+            focus = args.focus
             if side == "tenant":
                 install_crds(host_kubeconfig)
                 kubeconfig = tenant(api, sb, workers, out)
                 import_images(sb, images_dir)  # promotion may have changed what the workers hold
             else:
                 kubeconfig = host_kubeconfig
+                if get_vc(api, NAMESPACE, NAME) is not None:
+                    # the suite waits for every Node of the host to be schedulable
+                    log(f"deleting {NAMESPACE}/{NAME} first: its nodes return to the host")
+                    delete_vc(api, NAMESPACE, NAME, timeout=900)
+                if args.baseline == "failures" and "tenant" in reports:
+                    failed = [name for name, spec in report.read_side(reports["tenant"]).items()
+                              if spec.state == "failed"]
+                    if not failed:
+                        log("the tenant failed no spec: no baseline to take")
+                        continue
+                    focus = specs.focus([specs.spec_text(name) for name in failed])
             side_started = time.monotonic()
-            reports[side] = [run_specs(bins, images_dir, kubectl, kubeconfig, out, side, phase, labels, args.focus,
+            reports[side] = [run_specs(bins, images_dir, kubectl, kubeconfig, out, side, phase, labels, focus,
                                        procs)
                              for phase, labels, procs in phases]
             timings[side] = time.monotonic() - side_started
@@ -207,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     (out / "run.json").write_text(json.dumps({
         "kubernetes": versions["KUBERNETES_VERSION"], "started": started.isoformat(timespec="seconds"),
         "smoke": args.smoke, "focus": args.focus, "procs": args.procs, "serial": not args.no_serial,
+        "baseline": args.baseline,
         "minutes": {side: round(seconds / 60, 1) for side, seconds in timings.items()},
     }, indent=2) + "\n")
     print((out / "summary.md").read_text())

@@ -38,3 +38,8 @@ SMOKE = (
 def focus(names) -> str:
     """A ginkgo --focus that matches exactly the specs named (each a prefix of a full spec text)."""
     return "|".join(re.escape(name) + r"( \[|$)" for name in names)
+
+
+def spec_text(reported: str) -> str:
+    """The text a spec is focused by, from its name in a report (which ends with the list of its labels)."""
+    return re.sub(r" \[[^\[\]]*, [^\[\]]*\]$", "", reported)

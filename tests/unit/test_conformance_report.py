@@ -111,3 +111,12 @@ def test_a_host_only_run_does_not_claim_the_tenant_passed(tmp_path):
     host = report.read_side([junit(tmp_path / "h.xml", [(POD_SPEC, "passed", "")])])
     text = report.markdown(report.summarize({"host": host}), "Conformance")
     assert "The tenant was not run." in text and "tenant passed" not in text
+
+
+def test_a_reported_name_focuses_that_spec_again():
+    reported = ("[sig-api-machinery] AdmissionWebhook [Privileged:ClusterAdmin] should be able to deny pod and "
+                "configmap creation [Conformance] [sig-api-machinery, Conformance]")
+    text = specs.spec_text(reported)
+    assert text.endswith("configmap creation [Conformance]")
+    assert re.search(specs.focus([text]), text)
+    assert specs.spec_text(DNS_SPEC) == DNS_SPEC  # no label list: nothing to strip
