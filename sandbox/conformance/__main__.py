@@ -3,11 +3,12 @@
 On the sandbox of `make up`: the suite and its images are built (sandbox/conformance/build.sh, images.py) and
 imported into every machine's containerd (the sandbox has no registry yet), then the [Conformance] specs run
 against the host cluster (the baseline) and against a VirtualCluster with two promoted workers: the parallel
-specs first, then the [Serial] and [Slow] ones one at a time. JUnit reports, ginkgo's logs and a summary
-(summary.md, summary.json: counts per side, each spec not passing on the tenant with its first error line and
-whether the host fails it too) land in build/conformance/<version>-<date>/.
+specs first (the [Slow] ones among them), then the [Serial] ones one at a time. JUnit reports, ginkgo's logs
+and a summary (summary.md, summary.json: counts per side, each spec not passing on the tenant with its first
+error line and whether the host fails it too) land in build/conformance/<version>-<date>/.
 
---focus narrows the specs (a regular expression on their names), as the smoke subset of make test does.
+--smoke takes the smoke subset of sandbox/conformance/specs.py, --focus any other (a regular expression on the
+specs' names).
 """
 
 from __future__ import annotations
@@ -151,7 +152,7 @@ def parse_args(argv):
     parser.add_argument("--smoke", action="store_true", help="only the smoke subset (sandbox/conformance/specs.py)")
     parser.add_argument("--sides", default="host,tenant", help="which clusters to judge (default: %(default)s)")
     parser.add_argument("--procs", type=int, default=4, help="parallel ginkgo processes (default: %(default)s)")
-    parser.add_argument("--no-serial", action="store_true", help="leave out the [Serial] and [Slow] specs")
+    parser.add_argument("--no-serial", action="store_true", help="leave out the [Serial] specs")
     parser.add_argument("--baseline", choices=("all", "failures"), default="all",
                         help="the host runs every spec (all, first), or after the tenant only those the tenant "
                              "failed (failures)")

@@ -6,7 +6,7 @@ says what that is), on Debian where the upstream one is on Alpine:
 - agnhost (both tags the suite names): the agnhost binary, the tools its Dockerfile installs (dig and nslookup,
   curl, netcat, ip, iperf, bash), CoreDNS as /coredns, porter's certificate, the user and group defined in it;
 - kitten and nautilus: agnhost with their page and data file, serving test-webserver;
-- busybox (both tags): the upstream release built static, every applet linked;
+- busybox (both tags): the upstream release built static, every applet linked in /bin;
 - nginx (both tags): Debian's nginx, in the foreground, logging to the container's output;
 - glibc-dns-testing: Debian with dnsutils and /coredns; nonroot: Debian as user 1234; nonewprivs: a set-uid
   nnp; sample-apiserver: the k8s.io/sample-apiserver module at the pinned minor; etcd: the etcd this sandbox
@@ -109,11 +109,9 @@ def _busybox_tree(busybox: Path):
         _copy(busybox, tree / "bin/busybox")
         applets = subprocess.run([str(busybox), "--list-full"], capture_output=True, text=True,
                                  check=True).stdout.split()
-        for applet in applets:
-            link = tree / applet
-            if applet != "bin/busybox" and not link.exists():
-                link.parent.mkdir(parents=True, exist_ok=True)
-                link.symlink_to("/bin/busybox")
+        # Every applet in /bin, as the upstream image has them (specs run /bin/sysctl, say).
+        for applet in sorted({Path(path).name for path in applets} - {"busybox"}):
+            (tree / "bin" / applet).symlink_to("busybox")
         _write(tree / "etc/passwd", BUSYBOX_PASSWD)
         _write(tree / "etc/group", BUSYBOX_GROUP)
         for directory, mode in (("tmp", 0o1777), ("root", 0o700), ("home", 0o755), ("var/www", 0o755)):
