@@ -30,26 +30,14 @@ work="$(mktemp -d "$cache_root/conformance/build.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 export CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local
 
-minor="${KUBERNETES_VERSION#v1.}"; minor="${minor%%.*}"
-# The same module as sandbox/k8s/build.sh: k8s.io/kubernetes names its staging modules v0.0.0, each is pointed
-# at its published v0.<minor>.<patch>.
-staging_ver="v0.${KUBERNETES_VERSION#v1.}"
-gomod="$(go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
-ginkgo_ver="$(sed -n 's#^\s*github.com/onsi/ginkgo/v2 \(v[^ ]*\).*#\1#p' "$gomod" | head -n 1)"
+# The same module as sandbox/k8s/build.sh, with ginkgo at the version k8s.io/kubernetes requires.
+# shellcheck source=../k8s/module.sh
+. "$here/../k8s/module.sh"
+ginkgo_ver="$(sed -n 's#^\s*github.com/onsi/ginkgo/v2 \(v[^ ]*\).*#\1#p' "$(k8s_upstream_gomod)" | head -n 1)"
 [ -n "$ginkgo_ver" ] || { echo "error: k8s.io/kubernetes $KUBERNETES_VERSION does not require ginkgo v2" >&2; exit 1; }
-{
-  echo "module kubenest.local/conformancebuild"
-  echo "go $(sed -n 's/^go //p' "$gomod")"
-  echo "require k8s.io/kubernetes $KUBERNETES_VERSION"
-  echo "require github.com/onsi/ginkgo/v2 $ginkgo_ver"
-  sed -n 's#^\s*\(k8s.io/[a-z0-9-]*\) => ./staging/.*#replace \1 => \1 '"$staging_ver"'#p' "$gomod"
-} > "$work/go.mod"
-# The suite reports the version it was built from and compares it with the server's (the skew check).
-ldflags="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  ldflags+=" -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-  ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
-done
+k8s_gomod kubenest.local/conformancebuild "require github.com/onsi/ginkgo/v2 $ginkgo_ver" > "$work/go.mod"
+staging_ver="v0.${KUBERNETES_VERSION#v1.}"
+ldflags="$(k8s_ldflags)"
 cd "$work"
 if [ ! -x "$out/ginkgo" ]; then
   echo "building ginkgo $ginkgo_ver" >&2

@@ -29,21 +29,10 @@ work="$(mktemp -d "$cache_root/k8s/build.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 export CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local
 
-minor="${KUBERNETES_VERSION#v1.}"; minor="${minor%%.*}"
-# k8s.io/kubernetes refers to its staging modules as v0.0.0; point each at its published v0.<minor>.<patch>.
-staging_ver="v0.${KUBERNETES_VERSION#v1.}"
-gomod="$(go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
-{
-  echo "module kubenest.local/k8sbuild"
-  echo "go $(sed -n 's/^go //p' "$gomod")"
-  echo "require k8s.io/kubernetes $KUBERNETES_VERSION"
-  sed -n 's#^\s*\(k8s.io/[a-z0-9-]*\) => ./staging/.*#replace \1 => \1 '"$staging_ver"'#p' "$gomod"
-} > "$work/go.mod"
-ldflags="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  ldflags+=" -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-  ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
-done
+# shellcheck source=module.sh
+. "$here/module.sh"
+k8s_gomod kubenest.local/k8sbuild > "$work/go.mod"
+ldflags="$(k8s_ldflags)"
 cd "$work"
 missing=()
 for c in "${components[@]}"; do [ -x "$out/$c" ] || missing+=("k8s.io/kubernetes/cmd/$c"); done
