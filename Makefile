@@ -20,7 +20,7 @@ down:
 	rm -rf .sandbox/cluster-pki .sandbox/group_vars .sandbox/host_vars .sandbox/kubeconfig .sandbox/sample.kubeconfig \
 	  .sandbox/operator.log .sandbox/operator.pid .sandbox/operator.mode .sandbox/operator-install.json
 
-.PHONY: help install system-deps lint ruff ansible-lint sanity unit integration integration-agent integration-early integration-images e2e prebuild prebuild-images prebuild-machines test test-long bench conformance k8s cilium images operator-image apiserver up down clean
+.PHONY: help install system-deps lint ruff ansible-lint sanity unit integration integration-agent integration-early integration-images e2e prebuild prebuild-images prebuild-machines test test-long bench conformance k8s cilium runtime images operator-image apiserver up down clean
 
 help:
 	@echo "make up        local sandbox host cluster, operator and a sample virtual cluster"
@@ -30,6 +30,7 @@ help:
 	@echo "make conformance  the upstream conformance suite on a virtual cluster and on the host (baseline)"
 	@echo "make k8s       build (or reuse) the pinned Kubernetes binaries; prints their directory"
 	@echo "make cilium    build (or reuse) the pinned Cilium agent, CNI plugin and operator; prints their directory"
+	@echo "make runtime   build (or reuse) the machines' containerd and runc; prints their directory"
 	@echo "make images    build (or reuse) OCI archives of the control-plane and pause images; prints their directory"
 	@echo "make operator-image  build (or reuse) the operator's OCI archive (Python rootfs + collection); prints its path"
 	@echo "make apiserver run a real etcd + kube-apiserver on loopback in the foreground (Ctrl-C stops it)"
@@ -93,7 +94,8 @@ test:
 
 # What make test builds ahead, at low priority, in two chains side by side: Kubernetes (the integration tier
 # waits for it), Cilium and the component images keep the CPU busy, while the machine images mostly wait on the
-# network and the disk (debootstrap, pip). Each step is timed into the same table as the tiers.
+# network and the disk (debootstrap, pip); the machines' container runtime (containerd, runc) is built in
+# between, as the node and bare images carry it. Each step is timed into the same table as the tiers.
 TIER := python3 .ci/tiers.py run
 prebuild: install
 	@status=0; $(MAKE) --no-print-directory prebuild-machines & machines=$$!; \
@@ -105,8 +107,9 @@ prebuild-images: install
 	$(TIER) build:images -- $(MAKE) --no-print-directory images
 
 prebuild-machines: install
-	$(TIER) build:node-image -- $(PY) -m sandbox.machines image
 	$(TIER) build:operator-image -- $(PY) sandbox/images/operator_image.py
+	$(TIER) build:runtime -- $(MAKE) --no-print-directory runtime
+	$(TIER) build:node-image -- $(PY) -m sandbox.machines image
 	$(TIER) build:bare-image -- $(PY) -m sandbox.machines bare-image
 
 # Too long for CI: a fault at every step of promotion and return, the operator killed mid-way, and the
@@ -126,6 +129,9 @@ k8s:
 
 cilium:
 	@bash sandbox/cilium/build.sh
+
+runtime:
+	@bash sandbox/runtime/build.sh
 
 images: install k8s cilium
 	@$(PY) sandbox/images/build_images.py

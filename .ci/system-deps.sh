@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Debian packages the tests and sandbox need; installs only what is missing.
+# Debian packages the tests and sandbox need; installs only what is missing. libseccomp-dev and pkgconf build
+# runc (sandbox/runtime), bzip2 and make the conformance suite's busybox.
 set -euo pipefail
 pkgs=(containerd runc containernetworking-plugins debootstrap systemd-container iproute2 skopeo
-      openssh-server openssh-client iptables conntrack socat rsync git clang-19 busybox-static tinyproxy)
+      openssh-server openssh-client iptables conntrack socat rsync git clang-19 busybox-static tinyproxy
+      libseccomp-dev pkgconf bzip2 make)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

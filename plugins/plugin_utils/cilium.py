@@ -5,9 +5,10 @@
 """A cluster's pod network and NetworkPolicy engine (Cilium), built as data.
 
 VXLAN tunnel between nodes, pod addresses from each Node's spec.podCIDR (the controller-manager of the cluster
-the node is in hands those out), kube-proxy left in charge of Services. Features that need more than the kernels
-and cgroup layout kubenest nodes have (socket load balancing, L7 proxy, Hubble, health probes between nodes) are
-off. Every object is a dict; settings land in fields of their own after a check.
+the node is in hands those out), kube-proxy left in charge of Services, hostPorts mapped by the chained portmap
+plugin. Features that need more than the kernels and cgroup layout kubenest nodes have (socket load balancing, L7
+proxy, Hubble, health probes between nodes) are off. Every object is a dict; settings land in fields of their own
+after a check.
 """
 
 from __future__ import annotations
@@ -64,7 +65,9 @@ BASE_CONFIG = {
     "identity-allocation-mode": "crd",
     "cni-exclusive": "true",
     "write-cni-conf-when-ready": "/host/etc/cni/net.d/" + CNI_CONF,
-    "cni-chaining-mode": "none",
+    # kube-proxy keeps Services, so Cilium's own hostPort (part of its kube-proxy replacement) is off: the CNI
+    # portmap plugin, chained after cilium-cni in the file the agent writes, maps a pod's hostPort instead.
+    "cni-chaining-mode": "portmap",
     "install-no-conntrack-iptables-rules": "false",
     "enable-gateway-api": "false",
     "enable-ingress-controller": "false",

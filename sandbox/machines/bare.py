@@ -14,7 +14,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from . import image, rootfs
+from . import image, rootfs, runtime
 from .config import Node, Sandbox
 from .machine import Machine
 
@@ -27,7 +27,8 @@ KEY_TYPES = ("ed25519", "rsa")
 def ensure_image(sb: Sandbox) -> tuple[Path, str]:
     base = rootfs.ensure_base(sb.cache_dir, PACKAGES)
     net_unit = image.FILES / "kubenest-net.service"
-    key = f"{base.name}-{hashlib.sha256(net_unit.read_bytes() + Path(__file__).read_bytes()).hexdigest()[:12]}"
+    material = net_unit.read_bytes() + Path(__file__).read_bytes() + runtime.key_material()
+    key = f"{base.name}-{hashlib.sha256(material).hexdigest()[:12]}"
     root = sb.cache_dir / "bare-image" / key
     if (root / image.KEY_FILE).is_file():
         return root, key
@@ -38,6 +39,8 @@ def ensure_image(sb: Sandbox) -> tuple[Path, str]:
         rootfs.remove_tree(work)
         subprocess.run(["cp", "-a", "--reflink=auto", str(base), str(work)], check=True)
         image.write_file(work / "etc/systemd/system/kubenest-net.service", net_unit.read_bytes(), 0o644)
+        # A machine someone else set up comes with a container runtime; the same one the node image has.
+        runtime.install(work, runtime.ensure_built(), image.write_file)
         image.write_file(work / "etc/resolv.conf", image.RESOLV_CONF.encode(), 0o644)
         for host_key in (work / "etc/ssh").glob("ssh_host_*"):
             host_key.unlink()  # every machine gets its own

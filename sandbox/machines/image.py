@@ -1,4 +1,5 @@
-"""The node image: the cached base rootfs plus the agent, its unit and the machine-level fixes nspawn needs.
+"""The node image: the cached base rootfs plus the agent, the container runtime, their units and the machine-level
+fixes nspawn needs.
 
 It is cached next to the base rootfs under $KUBENEST_CACHE/node-image/<key>, keyed by the base and everything the
 layer is made of (agent sources, pinned dependencies, layer files), so a sandbox torn down and brought up again only
@@ -19,7 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from . import cgroups, rootfs
+from . import cgroups, rootfs, runtime
 from .config import REPO_ROOT, Sandbox
 from .errors import SandboxError
 
@@ -59,6 +60,7 @@ def image_key(base: Path) -> str:
     digest = hashlib.sha256(base.name.encode())
     for path in _hash_inputs():
         digest.update(str(path.relative_to(REPO_ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
+    digest.update(runtime.key_material())
     return digest.hexdigest()[:16]
 
 
@@ -131,7 +133,10 @@ def nspawn_runner(root: Path, cgroup_dirs: list[str]) -> Runner:
 
 
 def install_layer(root: Path, wheelhouse: Path, run: Runner) -> None:
-    """Install the agent venv and the layer files into `root`; `run` executes a command inside it."""
+    """Install the agent venv, the container runtime and the layer files into `root`; `run` executes a command
+    inside it. A running machine's containerd keeps its old program until containerd restarts (the roles restart
+    it when a node changes clusters)."""
+    runtime_bin = runtime.ensure_built()
     wheels = root / WHEELS_IN_MACHINE
     rootfs.remove_tree(wheels)
     shutil.copytree(wheelhouse, wheels)
@@ -146,6 +151,7 @@ def install_layer(root: Path, wheelhouse: Path, run: Runner) -> None:
         link.symlink_to(f"{VENV}/bin/kubenest-agent")
     for src, dst, mode in LAYER_FILES:
         write_file(root / dst, src.read_bytes(), mode)
+    runtime.install(root, runtime_bin, write_file)
     write_file(root / "etc/resolv.conf", RESOLV_CONF.encode(), 0o644)
     _systemctl(root, "enable", *ENABLE)
     _systemctl(root, "disable", *DISABLE)

@@ -21,11 +21,12 @@ from .errors import SandboxError
 
 SUITE = "bookworm"
 VARIANT = "minbase"
-# What node roles need later: systemd as init, the container runtime and CNI plugins, the tools kubelet and
-# kube-proxy call, and python3 (+ venv) for Ansible modules and the agent.
+# What node roles need later: systemd as init, the CNI plugins, the tools kubelet and kube-proxy call, and python3
+# (+ venv) for Ansible modules and the agent. The container runtime is built, not Debian's (runtime.py); runc
+# links libseccomp, which systemd already pulls in.
 PACKAGES = (
     "systemd", "systemd-sysv", "dbus", "iproute2", "iputils-ping", "python3", "python3-venv", "ca-certificates",
-    "containerd", "runc", "containernetworking-plugins", "iptables", "conntrack", "socat", "ethtool", "kmod",
+    "libseccomp2", "containernetworking-plugins", "iptables", "conntrack", "socat", "ethtool", "kmod",
     "util-linux", "procps",
 )
 COMPLETE_MARK = ".kubenest-rootfs-complete"

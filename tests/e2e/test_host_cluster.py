@@ -26,11 +26,13 @@ from sandbox.cluster.layout import cidrs
 from tests.e2e.conftest import run_python as _run
 from tests.support.collection_install import build_tarball, clean_install
 from tests.support.http import get_text
+from tests.support.k8sbin import versions
 from tests.support.molecule import molecule_test
 from tests.support.nodes import on_node
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="node machines need root")
 NAMESPACE = "kubenest-e2e"
+HOST_PORT = 18080  # the echo pods' hostPort
 
 
 @pytest.fixture(scope="module")
@@ -54,9 +56,12 @@ def test_every_machine_is_a_ready_node(cluster):
     sb, api = cluster
     nodes = {n.metadata.name: n for n in k8s.CoreV1Api(api).list_node().items}
     assert sorted(nodes) == sorted(n.name for n in sb.nodes)
+    # The kubelets talk to the containerd built from versions.env (sandbox/runtime), not to Debian's 1.6.
+    runtime = "containerd://" + versions()["CONTAINERD_VERSION"].removeprefix("v")
     for name, node in nodes.items():
         ready = [c for c in node.status.conditions if c.type == "Ready"]
         assert ready and ready[0].status == "True", f"{name} is not Ready: {ready}"
+        assert node.status.node_info.container_runtime_version == runtime, name
     control_plane = [n.name for n in sb.nodes if n.role == "control_plane"]
     for name in control_plane:
         assert "node-role.kubernetes.io/control-plane" in nodes[name].metadata.labels
@@ -115,7 +120,8 @@ def _create_echo(core, apps) -> None:
                                       metadata=k8s.V1ObjectMeta(labels=labels),
                                       spec=k8s.V1PodSpec(affinity=spread, containers=[k8s.V1Container(
                                           name="echo", image="kubenest.local/echo:1.0", image_pull_policy="Never",
-                                          env=env, ports=[k8s.V1ContainerPort(container_port=8080)])]))))
+                                          env=env, ports=[k8s.V1ContainerPort(container_port=8080,
+                                                                              host_port=HOST_PORT)])]))))
     apps.create_namespaced_deployment(NAMESPACE, deployment)
     core.create_namespaced_service(NAMESPACE, k8s.V1Service(
         metadata=k8s.V1ObjectMeta(name="echo"),
@@ -142,6 +148,18 @@ def test_pods_on_two_workers_reach_each_other_and_a_node_port_answers(cluster):
     # Pods get the MTU of the machines' interface (kubenest_node_mtu), not Cilium's 65520 fallback for a node
     # without a default route, which connections leaving the node cannot keep.
     assert set(on_node(sb, a.spec.node_name, "cat /sys/class/net/lxc*/mtu").split()) == {"1500"}
+
+
+def test_a_host_port_answers_on_the_nodes_address_and_on_its_loopback(cluster):
+    sb, api = cluster
+    pods, _node_port = _echo_workload(api)
+    ips = {n.name: n.ip for n in sb.nodes}
+    fetch_loopback = ("python3 -c 'import urllib.request as u; "
+                      f"print(u.urlopen(\"http://127.0.0.1:{HOST_PORT}/\", timeout=10).read().decode())'")
+    for pod in pods:
+        assert f"host={pod.metadata.name}" in _get(f"http://{ips[pod.spec.node_name]}:{HOST_PORT}/")
+        # From the node itself to 127.0.0.1, as a hostNetwork pod would: the mapping must route loopback too.
+        assert f"host={pod.metadata.name}" in on_node(sb, pod.spec.node_name, fetch_loopback)
 
 
 def _resolve(pod, name: str) -> tuple[int, str]:

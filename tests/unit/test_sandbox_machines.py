@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sandbox.machines import aptsources, image, inventory, network, rootfs
+from sandbox.machines import aptsources, image, inventory, network, rootfs, runtime
 from sandbox.machines.config import REPO_ROOT, Sandbox
 from sandbox.machines.errors import SandboxError
 
@@ -87,6 +87,31 @@ def test_image_key_is_stable_and_includes_the_base(tmp_path):
     key = image.image_key(base)
     assert key == image.image_key(base)
     assert key != image.image_key(tmp_path / "bookworm-y")
+
+
+def test_the_runtime_pins_key_the_image_and_a_missing_pin_is_named(tmp_path, monkeypatch):
+    key = image.image_key(tmp_path / "bookworm-x")
+    env = tmp_path / "versions.env"
+    env.write_text("CONTAINERD_VERSION=v9.9.9\nRUNC_VERSION=v1.5.3\n")
+    pinned = runtime.versions
+    monkeypatch.setattr(runtime, "versions", lambda: pinned(env))
+    assert image.image_key(tmp_path / "bookworm-x") != key
+    env.write_text("CONTAINERD_VERSION=v9.9.9\n")
+    with pytest.raises(SandboxError, match="does not pin RUNC_VERSION"):
+        runtime.key_material()
+
+
+def test_the_runtime_goes_where_systemd_s_path_finds_it_first(tmp_path):
+    bin_dir, root = tmp_path / "bin", tmp_path / "root"
+    bin_dir.mkdir()
+    for program, _dst in runtime.PROGRAMS:
+        (bin_dir / program).write_bytes(program.encode())
+    runtime.install(root, bin_dir, image.write_file)
+    assert (root / "usr/local/sbin/runc").read_bytes() == b"runc"
+    assert (root / "usr/local/bin/containerd-shim-runc-v2").stat().st_mode & 0o777 == 0o755
+    unit = (root / runtime.UNIT_PATH).read_text()
+    assert "ExecStart=/usr/local/bin/containerd\n" in unit and "Delegate=yes" in unit
+    assert "containerd" not in rootfs.PACKAGES and "runc" not in rootfs.PACKAGES
 
 
 def test_inventory_groups_and_connection(tmp_path):
