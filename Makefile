@@ -16,9 +16,10 @@ up: install k8s images nodes
 
 down:
 	-@[ -x $(PY) ] && $(PY) -m sandbox.operator stop
+	@if [ -x $(PY) ]; then $(PY) -m sandbox.registry down; else python3 -m sandbox.registry down; fi
 	$(MAKE) --no-print-directory nodes-down
-	rm -rf .sandbox/cluster-pki .sandbox/group_vars .sandbox/host_vars .sandbox/kubeconfig .sandbox/sample.kubeconfig \
-	  .sandbox/operator.log .sandbox/operator.pid .sandbox/operator.mode .sandbox/operator-install.json
+	rm -rf .sandbox/registry .sandbox/cluster-pki .sandbox/group_vars .sandbox/host_vars .sandbox/kubeconfig \
+	  .sandbox/sample.kubeconfig .sandbox/operator.log .sandbox/operator.pid .sandbox/operator.mode .sandbox/operator-install.json
 
 .PHONY: help install system-deps lint ruff ansible-lint sanity unit integration integration-agent integration-early integration-images e2e prebuild prebuild-images prebuild-machines test test-long bench conformance k8s cilium runtime images operator-image apiserver up down clean
 

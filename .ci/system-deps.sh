@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Debian packages the tests and sandbox need; installs only what is missing. libseccomp-dev and pkgconf build
+# Debian packages the tests and sandbox need; installs only what is missing. docker-registry is the sandbox's
+# registry (sandbox/registry), skopeo pushes to it. libseccomp-dev and pkgconf build
 # runc (sandbox/runtime), bzip2 and make the conformance suite's busybox.
 set -euo pipefail
-pkgs=(containerd runc containernetworking-plugins debootstrap systemd-container iproute2 skopeo
+pkgs=(containerd runc containernetworking-plugins debootstrap systemd-container iproute2 skopeo docker-registry
       openssh-server openssh-client iptables conntrack socat rsync git clang-19 busybox-static tinyproxy
       libseccomp-dev pkgconf bzip2 make)
 missing=()

@@ -1,8 +1,10 @@
 """python -m sandbox.cluster up: bootstrap the sandbox host cluster on the node machines.
 
-Writes group_vars/host_vars next to the machines' inventory, runs playbooks/bootstrap.yml through the
-agent (Cilium as the pod network, node subnets from the controller-manager), routes the nodes' pod subnets
-from the host over the bridge, and leaves the admin kubeconfig at <state dir>/kubeconfig.
+Starts the sandbox's registry on the machines' bridge and pushes the images there (sandbox/registry), writes
+group_vars/host_vars next to the machines' inventory (containerd pulls `kubenest.local/...` from that registry),
+runs playbooks/bootstrap.yml through the agent (Cilium as the pod network, node subnets from the
+controller-manager), routes the nodes' pod subnets from the host over the bridge, and leaves the admin
+kubeconfig at <state dir>/kubeconfig.
 `python -m sandbox.cluster routes` brings those routes up to date after nodes left and came back.
 """
 
@@ -18,6 +20,10 @@ import yaml
 
 from sandbox.machines.config import NETWORK_VARS, REPO_ROOT, from_env
 from sandbox.machines.errors import SandboxError
+from sandbox.registry import hosts_vars
+from sandbox.registry import of as registry_of
+from sandbox.registry.push import archives_of, push
+from sandbox.registry.server import RegistryError, start
 
 from . import pod_routes
 from .layout import cidrs
@@ -31,7 +37,7 @@ def _last_line(cmd: list[str]) -> str:
     return out.strip().splitlines()[-1]
 
 
-def write_vars(sb, bin_dir: str, images_dir: str) -> None:
+def write_vars(sb, bin_dir: str, images_dir: str, registry_hosts: list[dict]) -> None:
     pod_cidr, service_cidr = cidrs()
     group_vars = {
         "kubenest_bin_dir": bin_dir,
@@ -41,6 +47,7 @@ def write_vars(sb, bin_dir: str, images_dir: str) -> None:
         "kubenest_service_cidr": service_cidr,
         "kubenest_pod_cidr": pod_cidr,
         "kubenest_pod_network": "cilium",
+        "kubenest_registry_hosts": registry_hosts,
         **NETWORK_VARS,
     }
     (sb.state_dir / "group_vars").mkdir(exist_ok=True)
@@ -66,7 +73,11 @@ def up(args) -> int:
     bin_dir = _last_line(["bash", "sandbox/k8s/build.sh"])
     _last_line(["bash", "sandbox/cilium/build.sh"])  # the pod network of the host and of tenants
     images_dir = _last_line([sys.executable, "sandbox/images/build_images.py"])
-    write_vars(sb, bin_dir, images_dir)
+    registry = registry_of(sb)
+    start(registry)
+    pushed = push(registry, archives_of(Path(images_dir)))
+    print(f"registry {registry.endpoint}: {len(pushed)} image(s) pushed", file=sys.stderr)
+    write_vars(sb, bin_dir, images_dir, hosts_vars(registry))
     env = {**os.environ, "ANSIBLE_FORCE_COLOR": os.environ.get("ANSIBLE_FORCE_COLOR", "0")}
     playbook = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
                 str(REPO_ROOT / "playbooks" / "bootstrap.yml"), *args.ansible_args]
@@ -87,7 +98,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         return up(args) if args.command == "up" else routes(args)
-    except SandboxError as exc:
+    except (SandboxError, RegistryError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except subprocess.CalledProcessError as exc:

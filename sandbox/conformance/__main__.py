@@ -1,7 +1,7 @@
 """python -m sandbox.conformance (`make conformance`): the upstream conformance suite judges a virtual cluster.
 
 On the sandbox of `make up`: the suite and its images are built (sandbox/conformance/build.sh, images.py) and
-imported into every machine's containerd (the sandbox has no registry yet), then the [Conformance] specs run
+pushed to the sandbox's registry, from which the nodes pull them, then the [Conformance] specs run
 against the host cluster (the baseline) and against a VirtualCluster with two promoted workers: the parallel
 specs first (the [Slow] ones among them), then the [Serial] ones one at a time. JUnit reports, ginkgo's logs
 and a summary (summary.md, summary.json: counts per side, each spec not passing on the tenant with its first
@@ -23,7 +23,6 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from kubernetes import client as k8s
@@ -32,7 +31,9 @@ from kubernetes import config as k8s_config
 from sandbox.conformance import report, specs
 from sandbox.images.build_images import read_versions
 from sandbox.machines.config import REPO_ROOT, from_env
-from sandbox.machines.machine import Machine
+from sandbox.registry import of as registry_of
+from sandbox.registry.push import archives_of, push
+from sandbox.registry.server import RegistryError, start
 from tests.support.virtualclusters import (
     condition,
     create_vc,
@@ -44,7 +45,6 @@ from tests.support.virtualclusters import (
 )
 
 NAMESPACE, NAME = "kubenest-conformance", "conformance"
-IMAGES_IN_MACHINE = "var/lib/kubenest/conformance-images"
 PROGRESS_EVERY_S = 60
 READY_TIMEOUT_S = 1200
 
@@ -60,33 +60,16 @@ def last_line(argv: list[str]) -> Path:
     return Path(proc.stdout.strip().splitlines()[-1])
 
 
-def import_images(sb, images_dir: Path) -> None:
-    """Each conformance image into each running machine's containerd, unless it holds that manifest already; two
-    machines at a time (unpacking is most of it, one core each)."""
-    catalog = json.loads((images_dir / "images.json").read_text())
-    machines = [machine for machine in (Machine(sb, node) for node in sb.nodes) if machine.leader_pid() is not None]
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        list(pool.map(lambda machine: _import_into(machine, images_dir, catalog), machines))
-
-
-def _import_into(machine: Machine, images_dir: Path, catalog: dict) -> None:
-    listed = machine.nsenter(["ctr", "-n", "k8s.io", "images", "ls"], timeout=60).stdout
-    have = {(cols[0], cols[2]) for cols in (line.split() for line in listed.splitlines()[1:]) if len(cols) > 2}
-    missing = [entry for entry in catalog.values()
-               if any((ref, entry["manifest_digest"]) not in have for ref in entry["refs"])]
-    if not missing:
-        return
-    log(f"{machine.name}: importing {', '.join(entry['name'] for entry in missing)}")
-    target = machine.root / IMAGES_IN_MACHINE
-    target.mkdir(parents=True, exist_ok=True)
-    for entry in missing:
-        copy = target / entry["archive"]
-        subprocess.run(["cp", "--reflink=auto", str(images_dir / entry["archive"]), str(copy)], check=True)
-        try:
-            machine.nsenter(["ctr", "-n", "k8s.io", "images", "import", f"/{IMAGES_IN_MACHINE}/{entry['archive']}"],
-                            timeout=600)
-        finally:
-            copy.unlink()
+def push_images(sb, images_dir: Path) -> None:
+    """Every conformance image the sandbox's registry lacks; the nodes pull them from there as the specs start
+    them (the specs that pull with policy Always need a registry)."""
+    registry = registry_of(sb)
+    try:
+        start(registry)
+        pushed = push(registry, archives_of(images_dir))
+    except RegistryError as exc:
+        sys.exit(f"error: {exc}")
+    log(f"registry {registry.endpoint}: {len(pushed)} image reference(s) pushed")
 
 
 def tenant(api, sb, workers: list[str], out: Path) -> Path:
@@ -181,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     bins = last_line(["bash", "sandbox/conformance/build.sh"])
     images_dir = last_line([sys.executable, "sandbox/conformance/images.py", "--bin-dir", str(bins)])
-    import_images(sb, images_dir)
+    push_images(sb, images_dir)
     kubectl = last_line(["bash", "sandbox/k8s/build.sh"]) / "kubectl"
 
     api = k8s_config.new_client_from_config(str(host_kubeconfig))
@@ -197,7 +180,6 @@ def main(argv: list[str] | None = None) -> int:
             if side == "tenant":
                 install_crds(host_kubeconfig)
                 kubeconfig = tenant(api, sb, workers, out)
-                import_images(sb, images_dir)  # promotion may have changed what the workers hold
             else:
                 kubeconfig = host_kubeconfig
                 if get_vc(api, NAMESPACE, NAME) is not None:

@@ -162,6 +162,47 @@ def test_a_host_port_answers_on_the_nodes_address_and_on_its_loopback(cluster):
         assert f"host={pod.metadata.name}" in on_node(sb, pod.spec.node_name, fetch_loopback)
 
 
+def _pull_pod(core, name: str, image: str) -> None:
+    core.create_namespaced_pod(NAMESPACE, k8s.V1Pod(
+        metadata=k8s.V1ObjectMeta(name=name),
+        spec=k8s.V1PodSpec(restart_policy="Never", termination_grace_period_seconds=0, containers=[k8s.V1Container(
+            name="c", image=image, image_pull_policy="Always")])))
+
+
+def _waiting_or_running(core, name: str, timeout: float = 120) -> k8s.V1ContainerStatus:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        statuses = core.read_namespaced_pod(name, NAMESPACE).status.container_statuses or []
+        if statuses and (statuses[0].state.running or (statuses[0].state.waiting and statuses[0].state.waiting.reason
+                                                       in ("ErrImagePull", "ImagePullBackOff"))):
+            return statuses[0]
+        time.sleep(1)
+    raise AssertionError(f"pod {name}: neither running nor failing to pull after {timeout} s")
+
+
+def test_images_are_pulled_from_the_sandbox_registry_and_a_missing_one_is_named(cluster):
+    sb, api = cluster
+    core = k8s.CoreV1Api(api)
+    _echo_workload(api)  # the namespace
+    log = sb.state_dir / "registry" / "registry.log"
+    seen = log.read_text(errors="replace").count("/v2/echo/manifests/1.0")
+    # Policy Always: the node resolves kubenest.local/echo:1.0 through hosts.toml even though it holds the image.
+    _pull_pod(core, "pull-always", "kubenest.local/echo:1.0")
+    _pull_pod(core, "pull-missing", "kubenest.local/echo:no-such-tag")
+    try:
+        assert _waiting_or_running(core, "pull-always").state.running
+        assert log.read_text(errors="replace").count("/v2/echo/manifests/1.0") > seen
+        missing = _waiting_or_running(core, "pull-missing").state.waiting
+        assert missing.reason in ("ErrImagePull", "ImagePullBackOff")
+        events = " ".join(e.message or "" for e in core.list_namespaced_event(
+            NAMESPACE, field_selector="involvedObject.name=pull-missing").items)
+        # The registry answered "not found": the name resolved to it (not "no such host" for kubenest.local).
+        assert "kubenest.local/echo:no-such-tag" in events and "not found" in events, events
+    finally:
+        for name in ("pull-always", "pull-missing"):
+            core.delete_namespaced_pod(name, NAMESPACE, grace_period_seconds=0)
+
+
 def _resolve(pod, name: str) -> tuple[int, str]:
     """Look `name` up from inside `pod` (the echo image's /resolve): HTTP status and answer."""
     query = urllib.parse.urlencode({"name": name})
