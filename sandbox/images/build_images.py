@@ -55,6 +55,7 @@ class ImageSpec:
     extras: tuple[tuple[Path, str], ...] = ()
     links: tuple[tuple[str, str], ...] = ()
     program: str = ""  # the binary's name in the image, when it is not the image's name
+    source: str = ""  # where the program comes from (Go module and version), as `skopeo inspect` shows it
 
     @property
     def ref(self) -> str:
@@ -212,10 +213,12 @@ def image_config(spec: ImageSpec, diff_id: str) -> dict:
         "architecture": "amd64",
         "os": "linux",
         "config": {
+            "User": "0:0",  # the pod's securityContext chooses; said here so that inspecting shows it
             "Entrypoint": [spec.entrypoint],
             "Env": ["PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
             "WorkingDir": "/",
-            "Labels": {"org.opencontainers.image.version": spec.tag},
+            "Labels": {"org.opencontainers.image.title": spec.name, "org.opencontainers.image.version": spec.tag,
+                       "org.opencontainers.image.source": spec.source or f"kosmos.kubenest sandbox/images/{spec.name}"},
         },
         "rootfs": {"type": "layers", "diff_ids": [diff_id]},
         "history": [{"created": EPOCH, "created_by": f"COPY {spec.name} {spec.entrypoint}"}],
@@ -346,6 +349,7 @@ def ensure_image(spec: ImageSpec, out_dir: Path) -> dict:
         "extras": sorted([dest, sha256_file(src)] for src, dest in spec.extras),
         "links": sorted(list(link) for link in spec.links),
         "ref": spec.ref,
+        "source": spec.source,
     })).hexdigest()
     key_file = out_dir / f"{spec.name}.oci.tar.input-sha256"
     entry_file = out_dir / f"{spec.name}.oci.tar.json"
@@ -480,14 +484,17 @@ def build(args: argparse.Namespace, versions: dict[str, str], cache: Path) -> in
     # await-ready: the entry point that holds the API server back until its etcd has a leader, and the
     # controllers until their API server answers, so all start together.
     await_ready = ((build_program("await-ready", args.out / "await-ready-bin"), "usr/local/bin/await-ready"),)
-    specs = [ImageSpec(name, k8s_tag, args.bin_dir / name, await_ready)
+    k8s_source = f"k8s.io/kubernetes {k8s_tag}"
+    specs = [ImageSpec(name, k8s_tag, args.bin_dir / name, await_ready, source=f"{k8s_source} cmd/{name}")
              for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")]
     # etcd-snapshot: backups stream out of the member's own pod, restores run as its init container.
     snapshot_tool = build_program("etcd-snapshot", args.out / "etcd-snapshot-bin")
     specs.append(ImageSpec("etcd", versions["ETCD_VERSION"], args.bin_dir / "etcd",
-                           ((snapshot_tool, "usr/local/bin/etcd-snapshot"),)))
+                           ((snapshot_tool, "usr/local/bin/etcd-snapshot"),),
+                           source=f"go.etcd.io/etcd/server/v3 {versions['ETCD_VERSION']}"))
     extras, links = iptables_files()
-    specs.append(ImageSpec("kube-proxy", k8s_tag, args.bin_dir / "kube-proxy", extras, links))
+    specs.append(ImageSpec("kube-proxy", k8s_tag, args.bin_dir / "kube-proxy", extras, links,
+                           source=f"{k8s_source} cmd/kube-proxy"))
     missing = [str(s.binary) for s in specs if not s.binary.is_file()]
     if missing:
         sys.exit(f"error: missing binaries {missing}; run `make k8s` first")
@@ -495,21 +502,27 @@ def build(args: argparse.Namespace, versions: dict[str, str], cache: Path) -> in
     specs.append(ImageSpec("pause", versions["PAUSE_VERSION"], build_program("pause", args.out / "pause-bin")))
     specs.append(ImageSpec("echo", ECHO_TAG, build_program("echo", args.out / "echo-bin")))
     coredns = versions["COREDNS_VERSION"]
-    specs.append(ImageSpec("coredns", coredns.removeprefix("v"), build_coredns(coredns, args.out / "coredns-bin")))
+    specs.append(ImageSpec("coredns", coredns.removeprefix("v"), build_coredns(coredns, args.out / "coredns-bin"),
+                           source=f"github.com/coredns/coredns {coredns}"))
 
     konnectivity = versions["KONNECTIVITY_VERSION"]
     proxy = build_konnectivity(konnectivity, cache / "konnectivity" / konnectivity)
-    specs.append(ImageSpec("konnectivity-server", konnectivity, proxy["proxy-server"], program="proxy-server"))
-    specs.append(ImageSpec("konnectivity-agent", konnectivity, proxy["proxy-agent"], program="proxy-agent"))
+    proxy_source = f"sigs.k8s.io/apiserver-network-proxy {konnectivity}"
+    specs.append(ImageSpec("konnectivity-server", konnectivity, proxy["proxy-server"], program="proxy-server",
+                           source=f"{proxy_source} cmd/server"))
+    specs.append(ImageSpec("konnectivity-agent", konnectivity, proxy["proxy-agent"], program="proxy-agent",
+                           source=f"{proxy_source} cmd/agent"))
 
     cilium_dir = cache / "cilium" / versions["CILIUM_VERSION"]
     if not (cilium_dir / "bin" / "cilium-agent").is_file():
         sys.exit(f"error: Cilium is not built in {cilium_dir}; run `make cilium` first")
     cilium_tag = versions["CILIUM_VERSION"]
     extras, links = cilium_files(cilium_dir)
-    specs.append(ImageSpec("cilium", cilium_tag, cilium_dir / "bin" / "cilium-agent", extras, links, "cilium-agent"))
+    cilium_source = f"github.com/cilium/cilium {cilium_tag}"
+    specs.append(ImageSpec("cilium", cilium_tag, cilium_dir / "bin" / "cilium-agent", extras, links, "cilium-agent",
+                           source=f"{cilium_source} daemon"))
     specs.append(ImageSpec("cilium-operator", cilium_tag, cilium_dir / "bin" / "cilium-operator-generic",
-                           program="cilium-operator-generic"))
+                           program="cilium-operator-generic", source=f"{cilium_source} operator"))
 
     write_if_changed(args.out / CILIUM_CRDS, cilium_crds(cilium_dir / "crds"))
 

@@ -38,7 +38,7 @@ def registry(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def image(tmp_path_factory) -> Archive:
-    spec = oci.ImageSpec("registry-probe", "1.0", BUSYBOX, program="busybox")
+    spec = oci.ImageSpec("registry-probe", "1.0", BUSYBOX, program="busybox", source="Debian busybox-static")
     archive = tmp_path_factory.mktemp("image") / "registry-probe.oci.tar"
     manifest = oci.write_archive(spec, archive)
     return Archive(archive, (spec.ref, f"{NAME}/probes/registry-probe:latest"), manifest.digest)
@@ -74,7 +74,9 @@ def test_an_image_is_pushed_once_under_each_of_its_names(registry, image):
     inspected = subprocess.run(["skopeo", "inspect", "--cert-dir", str(registry.trust_dir),
                                 f"docker://{registry.host}/registry-probe:1.0"],
                                capture_output=True, text=True, timeout=60, check=True)
-    assert json.loads(inspected.stdout)["Labels"] == {"org.opencontainers.image.version": "1.0"}
+    assert json.loads(inspected.stdout)["Labels"] == {"org.opencontainers.image.title": "registry-probe",
+                                                      "org.opencontainers.image.version": "1.0",
+                                                      "org.opencontainers.image.source": "Debian busybox-static"}
 
 
 def test_the_registry_refuses_clients_without_its_ca(registry):

@@ -49,6 +49,15 @@ def test_skopeo_reads_archive(oci_images, name):
                                        timeout=120, check=True).stdout)
     assert (config["architecture"], config["os"]) == ("amd64", "linux")
     assert config["config"]["Entrypoint"] == [f"/usr/local/bin/{name}"]
+    assert config["config"]["User"] == "0:0"
+    # What a user inspecting the image reads: which program, which version, built from what.
+    labels = config["config"]["Labels"]
+    assert labels["org.opencontainers.image.title"] == name
+    assert labels["org.opencontainers.image.version"] == entry["ref"].rsplit(":", 1)[1]
+    source = labels["org.opencontainers.image.source"]
+    expected = {"etcd": "go.etcd.io/etcd/server/v3 ", "coredns": "github.com/coredns/coredns ",
+                "pause": "kosmos.kubenest sandbox/images/pause"}.get(name, "k8s.io/kubernetes ")
+    assert source.startswith(expected), source
     assert len(config["rootfs"]["diff_ids"]) == 1
 
 
