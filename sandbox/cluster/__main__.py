@@ -14,6 +14,7 @@ import argparse
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import yaml
@@ -74,9 +75,11 @@ def up(args) -> int:
     _last_line(["bash", "sandbox/cilium/build.sh"])  # the pod network of the host and of tenants
     images_dir = _last_line([sys.executable, "sandbox/images/build_images.py"])
     registry = registry_of(sb)
+    pushing = time.monotonic()
     start(registry)
     pushed = push(registry, archives_of(Path(images_dir)))
-    print(f"registry {registry.endpoint}: {len(pushed)} image(s) pushed", file=sys.stderr)
+    print(f"registry {registry.endpoint}: {len(pushed)} image(s) pushed in {time.monotonic() - pushing:.1f}s",
+          file=sys.stderr)
     write_vars(sb, bin_dir, images_dir, hosts_vars(registry))
     env = {**os.environ, "ANSIBLE_FORCE_COLOR": os.environ.get("ANSIBLE_FORCE_COLOR", "0")}
     playbook = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
