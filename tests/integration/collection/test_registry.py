@@ -4,7 +4,6 @@ kubelet role's hosts.toml through which a real containerd pulls from it under th
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -17,7 +16,6 @@ from sandbox.registry import NAME
 from sandbox.registry import pki as registry_pki
 from sandbox.registry.push import Archive, push
 from sandbox.registry.server import Registry, RegistryError, answers, manifest_digest, pid, start, stop
-from tests.support.containerd import PrivateContainerd
 from tests.support.playbook import run_playbook, write_play
 from tests.support.procs import free_ports
 
@@ -42,14 +40,6 @@ def image(tmp_path_factory) -> Archive:
     archive = tmp_path_factory.mktemp("image") / "registry-probe.oci.tar"
     manifest = oci.write_archive(spec, archive)
     return Archive(archive, (spec.ref, f"{NAME}/probes/registry-probe:latest"), manifest.digest)
-
-
-@pytest.fixture(scope="module")
-def containerd():
-    if os.geteuid() != 0:
-        pytest.skip("containerd needs root (mounts, cgroups, namespaces)")
-    with PrivateContainerd() as runtime:
-        yield runtime
 
 
 def registry_hosts(tmp_path: Path, hosts: list) -> tuple[int, Path, str]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +12,6 @@ import pytest
 
 from tests.support import k8sbin
 from tests.support.apiserver import ApiServer
-from tests.support.containerd import PrivateContainerd
 from tests.support.virtualclusters import install_crds
 
 startup_seconds: dict[str, float] = {}
@@ -66,17 +64,6 @@ def oci_images(k8s_bin_dir) -> dict[str, dict]:
     for entry in catalog.values():
         entry["path"] = images_dir / entry["archive"]
     return catalog
-
-
-@pytest.fixture(scope="module")
-def containerd():
-    if os.geteuid() != 0:
-        pytest.skip("containerd needs root (mounts, cgroups, namespaces)")
-    with PrivateContainerd() as runtime:
-        yield runtime
-    assert not runtime.process.running()
-    assert runtime.leftover_shims() == []
-    assert not runtime.workdir.exists()
 
 
 @pytest.fixture(scope="session")
