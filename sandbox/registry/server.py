@@ -14,6 +14,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from sandbox.machines.processes import alive
+
 PROGRAM = "docker-registry"  # Debian's package of distribution 2.8
 # Not 5000: Debian's package starts its own registry there on machines that run systemd.
 DEFAULT_PORT = 5443
@@ -172,23 +174,16 @@ def stop(reg: Registry) -> bool:
         return False
     os.kill(running, signal.SIGTERM)
     deadline = time.monotonic() + STOP_GRACE_S
-    while time.monotonic() < deadline and _alive(running):
+    while time.monotonic() < deadline and alive(running):
         try:
             os.waitpid(running, os.WNOHANG)  # reaps it when it is our child
         except ChildProcessError:
             pass
         time.sleep(0.1)
-    if _alive(running):
+    if alive(running):
         os.kill(running, signal.SIGKILL)
     return True
 
-
-def _alive(pid_: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid_}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-    return state != "Z"
 
 
 def _tail(path: Path, lines: int = 20) -> str:
