@@ -185,7 +185,6 @@ def stop(reg: Registry) -> bool:
     return True
 
 
-
 def _tail(path: Path, lines: int = 20) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
