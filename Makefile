@@ -9,17 +9,26 @@ STAMP := $(VENV)/.installed-$(shell cat requirements-dev.txt constraints.txt age
 export KUBENEST_CACHE ?= $(HOME)/.cache/kubenest
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-up: install k8s images nodes
+# KUBENEST_HOST=kubeadm: the host cluster is upstream kubeadm's on bare machines (sandbox/kubeadm), the agent
+# installed over SSH; the operator and the sample are not deployed there yet.
+KUBENEST_HOST ?= collection
+up: install k8s images
+ifeq ($(KUBENEST_HOST),kubeadm)
+	$(PY) -m sandbox.kubeadm up
+else
+	$(MAKE) --no-print-directory nodes
 	$(PY) -m sandbox.cluster up
 	$(PY) -m sandbox.operator deploy
 	$(PY) -m sandbox.sample
+endif
 
 down:
 	-@[ -x $(PY) ] && $(PY) -m sandbox.operator stop
 	@if [ -x $(PY) ]; then $(PY) -m sandbox.registry down; else python3 -m sandbox.registry down; fi
 	$(MAKE) --no-print-directory nodes-down
 	rm -rf .sandbox/registry .sandbox/cluster-pki .sandbox/group_vars .sandbox/host_vars .sandbox/kubeconfig \
-	  .sandbox/sample.kubeconfig .sandbox/operator.log .sandbox/operator.pid .sandbox/operator.mode .sandbox/operator-install.json
+	  .sandbox/sample.kubeconfig .sandbox/operator.log .sandbox/operator.pid .sandbox/operator.mode .sandbox/operator-install.json \
+	  .sandbox/host.json .sandbox/kubeadm
 
 .PHONY: help install system-deps lint ruff ansible-lint sanity unit integration integration-agent integration-early integration-images e2e prebuild prebuild-images prebuild-machines test test-long bench conformance k8s cilium runtime images operator-image apiserver up down clean
 

@@ -101,6 +101,9 @@ def up(sb: Sandbox) -> int:
     started = time.monotonic()
     with state_lock(sb):
         check_settings(sb)
+        if (sb.state_dir / "host.json").is_file():  # written by sandbox.kubeadm, whose machines are not these
+            raise SandboxError(f"{sb.state_dir} carries the kubeadm host (KUBENEST_HOST=kubeadm make up): "
+                               "`make down` first")
         image_root, wheelhouse, key = image.ensure_image(sb)
         image.write_file(sb.settings_path, (json.dumps(sb.settings(), indent=2) + "\n").encode(), 0o644)
         if network.ensure_bridge(sb):
