@@ -74,6 +74,8 @@ def init_documents(*, name: str, ip: str, versions: dict[str, str], pod_cidr: st
         "mode": "iptables",
         # what kube-proxy treats as pod traffic (kubeadm sets it from podSubnet, which is not given)
         "clusterCIDR": pod_cidr,
+        # A machine's network namespace does not own the conntrack sysctls: leave them as they are.
+        "conntrack": {"maxPerCore": 0, "tcpEstablishedTimeout": "0s", "tcpCloseWaitTimeout": "0s"},
     }
     return [init, cluster, kubelet(dns_ip), proxy]
 

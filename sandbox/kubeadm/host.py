@@ -152,8 +152,10 @@ def wait_ready(sb: Sandbox, bin_dir: Path, deadline: float) -> None:
         pods = kubectl(sb, bin_dir, "-n", "kube-system", "get", "pods", "-o", "json")
         if nodes.returncode == 0 and pods.returncode == 0:
             problems = []
+            # Ready as `kubectl get nodes` shows it, with a runtime the kubelet can talk to
             ready = {n["metadata"]["name"] for n in json.loads(nodes.stdout)["items"]
-                     if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions", []))}
+                     if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions", []))
+                     and not n["status"].get("nodeInfo", {}).get("containerRuntimeVersion", "").endswith("Unknown")}
             problems += [f"node {name} not Ready" for name in sorted(names - ready)]
             for pod in json.loads(pods.stdout)["items"]:
                 conditions = pod["status"].get("conditions", [])
@@ -235,10 +237,10 @@ def up(sb: Sandbox, *, agents: bool = True) -> None:
     machines = {}
     for node in sb.nodes:
         machine = bare.up(sb, node.name, node.ip, key.with_suffix(".pub").read_text(), hosts)
-        changed = provision.write_files(machine, bin_dir=bin_dir, reg=reg, pause_ref=pause_ref,
+        reload = provision.write_files(machine, bin_dir=bin_dir, reg=reg, pause_ref=pause_ref,
                                         pod_range=ranges[node.name], routes=layout.routes_for(sb, ranges, node.name),
-                                        resolv_conf=resolv)
-        provision.activate(machine, changed)
+                                        service_cidr=service_cidr, resolv_conf=resolv)
+        provision.activate(machine, reload)
         machines[node.name] = machine
         log(f"{node.name} ({node.ip}) provisioned, pod range {ranges[node.name]}")
 

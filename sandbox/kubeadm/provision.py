@@ -104,48 +104,59 @@ def cni_conflist(pod_range: str) -> str:
     }, indent=2) + "\n"
 
 
-def routes_unit(routes: dict[str, str]) -> str:
-    """A oneshot unit routing each other machine's pod range through that machine's address on the bridge."""
+def routes_unit(routes: dict[str, str], service_cidr: str) -> str:
+    """A oneshot unit routing each other machine's pod range through that machine's address on the bridge, and
+    the service range onto the bridge: the machines have no default route (nothing may leave the sandbox), and a
+    connection to a Service address needs a route before kube-proxy's rules rewrite it to a pod's."""
     lines = ["[Unit]", "Description=Routes to the pod ranges of the other machines", "After=kubenest-net.service",
              "Requires=kubenest-net.service", "", "[Service]", "Type=oneshot", "RemainAfterExit=yes"]
     lines += [f"ExecStart=/usr/sbin/ip route replace {subnet} via {via}" for subnet, via in sorted(routes.items())]
+    lines += [f"ExecStart=/usr/sbin/ip route replace {service_cidr} dev host0"]
     lines += ["", "[Install]", "WantedBy=multi-user.target", ""]
     return "\n".join(lines)
 
 
 def write_files(machine: Machine, *, bin_dir: Path, reg: Registry, pause_ref: str, pod_range: str,
-                routes: dict[str, str], resolv_conf: str) -> bool:
-    """Write everything into the machine's root; returns whether anything changed."""
+                routes: dict[str, str], service_cidr: str, resolv_conf: str) -> set[str]:
+    """Write everything into the machine's root; returns what must be reloaded for it: "containerd" (its
+    configuration; hosts.toml is read on every pull), "kubelet" (program or unit), "routes"."""
     root, write = machine.root, image.write_file
-    changed = False
+    reload = set()
+
+    def put(what: str | None, path: Path, data: bytes, mode: int = 0o644) -> None:
+        if write(path, data, mode) and what:
+            reload.add(what)
+
     for program in PROGRAMS:
-        changed |= write(root / "usr/bin" / program, (bin_dir / program).read_bytes(), 0o755)
-    changed |= write(root / UNIT_DIR / "kubelet.service", KUBELET_UNIT.encode(), 0o644)
-    changed |= write(root / UNIT_DIR / "kubelet.service.d/10-kubeadm.conf", KUBEADM_DROP_IN.encode(), 0o644)
+        put("kubelet" if program == "kubelet" else None, root / "usr/bin" / program,
+            (bin_dir / program).read_bytes(), 0o755)
+    put("kubelet", root / UNIT_DIR / "kubelet.service", KUBELET_UNIT.encode())
+    put("kubelet", root / UNIT_DIR / "kubelet.service.d/10-kubeadm.conf", KUBEADM_DROP_IN.encode())
     # nspawn mounts the cgroup v1 controllers read-only; the node image's fix, for the kubelet and runc
     for src, dst, mode in image.LAYER_FILES:
         if "cgroup" in dst:
-            changed |= write(root / dst, src.read_bytes(), mode)
-    changed |= write(root / "etc/containerd/config.toml", containerd_config(pause_ref).encode(), 0o644)
-    changed |= write(root / CERTS_DIR.lstrip("/") / REGISTRY / "ca.crt", reg.ca_file.read_bytes(), 0o644)
-    changed |= write(root / CERTS_DIR.lstrip("/") / REGISTRY / "hosts.toml", registry_hosts(reg).encode(), 0o644)
-    changed |= write(root / "etc/sysctl.d/90-kubernetes.conf", SYSCTL.encode(), 0o644)
-    changed |= write(root / CNI_CONF, cni_conflist(pod_range).encode(), 0o644)
-    changed |= write(root / "etc/systemd/system" / ROUTES_UNIT, routes_unit(routes).encode(), 0o644)
-    changed |= write(root / "etc/resolv.conf", resolv_conf.encode(), 0o644)
-    return changed
+            put(None, root / dst, src.read_bytes(), mode)
+    put("containerd", root / "etc/containerd/config.toml", containerd_config(pause_ref).encode())
+    put(None, root / CERTS_DIR.lstrip("/") / REGISTRY / "ca.crt", reg.ca_file.read_bytes())
+    put(None, root / CERTS_DIR.lstrip("/") / REGISTRY / "hosts.toml", registry_hosts(reg).encode())
+    put(None, root / "etc/sysctl.d/90-kubernetes.conf", SYSCTL.encode())
+    put(None, root / CNI_CONF, cni_conflist(pod_range).encode())
+    put("routes", root / "etc/systemd/system" / ROUTES_UNIT, routes_unit(routes, service_cidr).encode())
+    put(None, root / "etc/resolv.conf", resolv_conf.encode())
+    return reload
 
 
-def activate(machine: Machine, changed: bool) -> None:
-    """Load what write_files put there: sysctls, units, routes; containerd is (re)started only when something
-    changed, so converging a running cluster leaves its containers alone. The kubelet is enabled, not started:
-    kubeadm starts it once it has written its configuration."""
+def activate(machine: Machine, reload: set[str]) -> None:
+    """Load what write_files put there: sysctls, units, and a restart of only what changed, so converging a
+    running cluster leaves its containers alone. The kubelet is enabled, not started: kubeadm starts it once it
+    has written its configuration, and restarts it only if it runs already."""
     machine.nsenter(["sysctl", "-q", "-p", "/etc/sysctl.d/90-kubernetes.conf"])
     machine.nsenter(["systemctl", "daemon-reload"])
     machine.nsenter(["systemctl", "enable", "--quiet", "--now", "kubenest-cgroup-rw.service", ROUTES_UNIT])
     machine.nsenter(["systemctl", "enable", "--quiet", "kubelet.service", "containerd.service"])
-    if changed:
+    if "routes" in reload:
         machine.nsenter(["systemctl", "restart", ROUTES_UNIT])
-        machine.nsenter(["systemctl", "restart", "containerd.service"], timeout=120)
-    else:
-        machine.nsenter(["systemctl", "start", "containerd.service"], timeout=120)
+    verb = "restart" if "containerd" in reload else "start"
+    machine.nsenter(["systemctl", verb, "containerd.service"], timeout=120)
+    if "kubelet" in reload:
+        machine.nsenter(["systemctl", "try-restart", "kubelet.service"], timeout=120)

@@ -14,7 +14,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from . import cgroups, image, mounts, network, processes, rootfs
+from . import cgroups, host_limits, image, mounts, network, processes, rootfs
 from .config import AGENT_PORT, Node, Sandbox
 from .errors import SandboxError
 
@@ -125,6 +125,7 @@ class Machine:
         return argv
 
     def start(self) -> int:
+        host_limits.raise_limits()
         self.clean_leftovers()
         dirs = cgroups.create(self.sb.cgroup_group, self.name)
         self.save_state(cgroups=dirs, nspawn_argv=self.nspawn_argv())

@@ -110,21 +110,32 @@ def test_kubeadm_built_the_control_plane_from_the_registrys_images(kubeadm_host)
     assert '"GET /v2/kube-proxy/manifests/v1.36.3' in log or "/v2/kube-proxy/manifests/v1.36.3" in log
 
 
-def test_services_answer_across_machines_through_kube_proxy_and_the_bridge_routes(kubeadm_host):
-    """The cluster DNS Service asked from the control-plane machine: kube-proxy's rules send it to CoreDNS,
-    which runs on the worker (the control plane is tainted), over the static route to the worker's range."""
-    sb, _env, _proc = kubeadm_host
-    dns_pods = _kubectl(sb, "-n", "kube-system", "get", "pods", "-l", "k8s-app=kube-dns")["items"]
-    assert {p["spec"]["nodeName"] for p in dns_pods} == {"ka-w1"}
-    service_ip = _kubectl(sb, "-n", "kube-system", "get", "service", "kube-dns")["spec"]["clusterIP"]
+def _ask_dns(sb, machine: str, server: str, name: str) -> bytes:
+    """One DNS query for `name` to `server`, sent from inside `machine` (its python3; no DNS tool is installed)."""
     script = ("import socket,sys\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\ns.settimeout(5)\n"
-              f"s.sendto(bytes.fromhex(sys.argv[1]),({service_ip!r},53))\nprint(s.recv(512).hex())\n")
-    query = _dns_query("kubernetes.default.svc.cluster.local")
-    answer = bytes.fromhex(_in_machine(sb, "ka-cp1", "python3", "-c", script, query.hex()).stdout.strip())
-    flags, _qd, answers = struct.unpack(">HHH", answer[2:8])
+              "s.sendto(bytes.fromhex(sys.argv[1]),(sys.argv[2],53))\nprint(s.recv(512).hex())\n")
+    return bytes.fromhex(_in_machine(sb, machine, "python3", "-c", script, _dns_query(name).hex(), server).stdout)
+
+
+def _a_record(answer: bytes) -> str:
+    flags, _questions, answers = struct.unpack(">HHH", answer[2:8])
     assert flags & 0x000F == 0 and answers == 1, answer.hex()  # NOERROR, one A record
+    return socket.inet_ntoa(answer[-4:])
+
+
+def test_pods_and_services_answer_across_machines_through_the_bridge_routes_and_kube_proxy(kubeadm_host):
+    """Each CoreDNS pod asked on its pod address from the other machine (the static route to that machine's
+    range), then the cluster DNS Service from the worker (kube-proxy's rules)."""
+    sb, _env, _proc = kubeadm_host
     api_ip = _kubectl(sb, "get", "service", "kubernetes")["spec"]["clusterIP"]
-    assert socket.inet_aton(api_ip) == answer[-4:]
+    name = "kubernetes.default.svc.cluster.local"
+    dns_pods = _kubectl(sb, "-n", "kube-system", "get", "pods", "-l", "k8s-app=kube-dns")["items"]
+    assert dns_pods
+    for pod in dns_pods:
+        other = next(n.name for n in sb.nodes if n.name != pod["spec"]["nodeName"])
+        assert _a_record(_ask_dns(sb, other, pod["status"]["podIP"], name)) == api_ip
+    service_ip = _kubectl(sb, "-n", "kube-system", "get", "service", "kube-dns")["spec"]["clusterIP"]
+    assert _a_record(_ask_dns(sb, "ka-w1", service_ip, name)) == api_ip
 
 
 def test_the_agent_was_installed_over_ssh_and_answers(kubeadm_host, tmp_path):

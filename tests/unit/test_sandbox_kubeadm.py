@@ -141,17 +141,21 @@ def test_provisioning_writes_each_file_once(tmp_path):
     reg.ca_file.parent.mkdir(parents=True)
     reg.ca_file.write_bytes(b"-----BEGIN CERTIFICATE-----\n")
     kwargs = {"bin_dir": bin_dir, "reg": reg, "pause_ref": "kubenest.local/pause:3.10.2", "pod_range": "198.19.1.0/24",
-              "routes": {"198.19.0.0/24": "198.18.0.11"}, "resolv_conf": "nameserver 198.18.0.1\n"}
-    assert provision.write_files(machine, **kwargs) is True
+              "routes": {"198.19.0.0/24": "198.18.0.11"}, "service_cidr": SERVICE,
+              "resolv_conf": "nameserver 198.18.0.1\n"}
+    assert provision.write_files(machine, **kwargs) == {"containerd", "kubelet", "routes"}
     root = machine.root
     assert (root / "usr/bin/kubeadm").stat().st_mode & 0o777 == 0o755
     drop_in = (root / "usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf").read_text()
     assert "EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env" in drop_in
     assert (root / "etc/containerd/certs.d/kubenest.local/ca.crt").read_bytes() == reg.ca_file.read_bytes()
-    assert "ExecStart=/usr/sbin/ip route replace 198.19.0.0/24 via 198.18.0.11" in (
-        root / "etc/systemd/system/kubeadm-pod-routes.service").read_text()
+    routes = (root / "etc/systemd/system/kubeadm-pod-routes.service").read_text()
+    assert "ExecStart=/usr/sbin/ip route replace 198.19.0.0/24 via 198.18.0.11" in routes
+    assert f"ExecStart=/usr/sbin/ip route replace {SERVICE} dev host0" in routes
     assert (root / "usr/local/lib/kubenest/cgroup_rw.py").is_file()
-    assert provision.write_files(machine, **kwargs) is False
+    assert provision.write_files(machine, **kwargs) == set()
+    kwargs["routes"] = {"198.19.0.0/24": "198.18.0.11", "198.19.2.0/24": "198.18.0.13"}
+    assert provision.write_files(machine, **kwargs) == {"routes"}  # a new machine: routes only, containers stay
 
 
 def test_more_than_one_control_plane_machine_is_refused_before_anything_is_built(tmp_path):
