@@ -238,8 +238,8 @@ def up(sb: Sandbox, *, agents: bool = True) -> None:
     for node in sb.nodes:
         machine = bare.up(sb, node.name, node.ip, key.with_suffix(".pub").read_text(), hosts)
         reload = provision.write_files(machine, bin_dir=bin_dir, reg=reg, pause_ref=pause_ref,
-                                        pod_range=ranges[node.name], routes=layout.routes_for(sb, ranges, node.name),
-                                        service_cidr=service_cidr, resolv_conf=resolv)
+                                       pod_range=ranges[node.name], routes=layout.routes_for(sb, ranges, node.name),
+                                       service_cidr=service_cidr, resolv_conf=resolv)
         provision.activate(machine, reload)
         machines[node.name] = machine
         log(f"{node.name} ({node.ip}) provisioned, pod range {ranges[node.name]}")
