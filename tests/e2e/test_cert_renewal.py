@@ -18,6 +18,7 @@ from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
 from sandbox.operator import write_site_vars
+from tests.support import rotation
 from tests.support.virtualclusters import (
     OperatorProcess,
     condition,
@@ -119,6 +120,7 @@ def _pod_uids(api, component: str) -> set[str]:
     return {pod.metadata.uid for pod in pods}
 
 
+@rotation.turn("certificate-renewal", rotation.SLOW_SCENARIOS)
 def test_short_lived_certificates_are_renewed_and_taken_up(operator):
     api = operator
     create_vc(api, NS, NAME, {})

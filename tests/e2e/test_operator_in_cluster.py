@@ -11,6 +11,7 @@ from kubernetes import client as k8s
 
 from sandbox.operator_in_cluster import NAME, NAMESPACE
 from tests.e2e.conftest import run_python
+from tests.support import rotation
 from tests.support.nodes import assert_back_in_host_clean, globalnode
 from tests.support.virtualclusters import (
     condition,
@@ -75,6 +76,7 @@ def test_two_replicas_run_non_root_on_the_control_plane_node(in_cluster):
     assert _active_peer(api) in {p.metadata.name for p in pods}
 
 
+@rotation.turn("operator-replica-deleted-mid-run", rotation.SLOW_SCENARIOS)
 def test_a_virtual_cluster_is_made_with_its_node_although_the_working_replica_is_deleted_mid_run(in_cluster):
     sb, api = in_cluster
     cp = next(n for n in sb.nodes if n.role == "control_plane")

@@ -60,6 +60,11 @@ def params(points: Sequence, ids: Sequence[str], per_run: int = 1) -> list:
 # Long tests that are not points of one matrix but take turns all the same: whole life cycles that repeat what
 # other tests of make test show piece by piece. make test runs one of them per commit.
 LIFE_CYCLES = ("awx-life-cycle", "molecule-node-promote", "control-plane-fails-while-a-node-is-prepared")
+# The slowest scenarios of the end-to-end tier (two to ten minutes each on a 2-core machine), each showing things
+# no other test of make test shows: make test runs one of them per commit so the tier keeps within its share of the
+# CI budget; make test-long runs them all.
+SLOW_SCENARIOS = ("node-count-up-and-down", "plain-playbook-with-the-globalnodes-inventory",
+                  "two-clusters-race-for-one-node", "certificate-renewal", "operator-replica-deleted-mid-run")
 
 
 def turn(name: str, group: Sequence[str] = LIFE_CYCLES, per_run: int = 1):

@@ -68,3 +68,18 @@ def test_the_life_cycles_take_turns_and_each_is_always_long(monkeypatch):
         assert all(marks_of(other) == {"long"} for other in rotation.LIFE_CYCLES if other != name)
     with pytest.raises(ValueError, match="'no-such' is not one of"):
         rotation.turn("no-such")
+
+
+def test_the_slow_scenarios_take_turns_apart_from_the_life_cycles(monkeypatch):
+    def marks_of(name):
+        def probe():
+            pass
+        return {m.name for m in getattr(rotation.turn(name, rotation.SLOW_SCENARIOS)(probe), "pytestmark", [])}
+
+    assert not set(rotation.SLOW_SCENARIOS) & set(rotation.LIFE_CYCLES)
+    for number, name in enumerate(rotation.SLOW_SCENARIOS):
+        monkeypatch.setenv("KUBENEST_ROTATION", str(number))
+        assert marks_of(name) == {"long", "sampled"}
+        assert all(marks_of(other) == {"long"} for other in rotation.SLOW_SCENARIOS if other != name)
+    with pytest.raises(ValueError, match="'awx-life-cycle' is not one of"):
+        rotation.turn("awx-life-cycle", rotation.SLOW_SCENARIOS)
