@@ -29,10 +29,12 @@ from tests.support.http import get_text
 from tests.support.k8sbin import versions
 from tests.support.molecule import molecule_test
 from tests.support.nodes import on_node
+from tests.support.playbook import run_playbook, write_play
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="node machines need root")
 NAMESPACE = "kubenest-e2e"
 HOST_PORT = 18080  # the echo pods' hostPort
+ROLE = "kosmos.kubenest.node_promote"
 
 
 @pytest.fixture(scope="module")
@@ -325,3 +327,29 @@ def test_the_collection_installed_from_its_tarball_drives_every_machine(cluster,
     listed = subprocess.run([str(install["venv"] / "bin/ansible-galaxy"), "collection", "list", "kosmos.kubenest",
                              "--format", "json"], capture_output=True, text=True, env=install["env"], check=True)
     assert list(json.loads(listed.stdout)) == [str(install["collection"].parents[1])]
+
+
+def test_every_machine_has_a_layout_node_promotion_handles(cluster, tmp_path):
+    """The check node promotion makes before it touches a node (roles/node_promote/tasks/layout.yml) passes on
+    every machine the collection bootstrapped, and reads the layout the kubelet role wrote. A node a virtual
+    cluster holds now (its host configuration recorded) is not checked again, as in a resumed promotion."""
+    sb, _api = cluster
+    play = write_play(tmp_path / "layout.yml", [
+        {"name": "layout", "ansible.builtin.include_role": {"name": "kosmos.kubenest.node_promote",
+                                                            "tasks_from": "layout.yml", "rolespec_validate": False}}])
+    result = run_playbook(play, sb.inventory_path, tmp_path / "control", "-e",
+                          f"kubenest_host_kubeconfig={sb.state_dir / 'kubeconfig'}")
+    assert result.rc == 0, result.stderr[-3000:]
+    checked = []
+    for node in sb.nodes:
+        found = result.task(f"{ROLE} : Read how the node runs its kubelet and kube-proxy", node.name)
+        if found.get("skipped"):
+            continue
+        checked.append(node.role)
+        assert found["problems"] == [], (node.name, found["problems"])
+        kubelet = found["layout"]["kubelet"]
+        assert kubelet["fragment"] == "/etc/systemd/system/kubelet.service" and kubelet["drop_ins"] == []
+        assert kubelet["program"] == "/usr/local/bin/kubelet"
+        assert kubelet["flags"]["kubeconfig"] == "/etc/kubernetes/kubelet.conf"
+        assert found["layout"]["kube_proxy"]["flags"] == {"config": "/etc/kubernetes/kube-proxy-config.yaml"}
+    assert "control_plane" in checked and "workers" in checked, checked

@@ -157,3 +157,28 @@ def test_a_second_up_changes_nothing(kubeadm_host):
     proc, _seconds = _up(env)
     assert "kubeadm init" not in proc.stderr and "kubeadm join" not in proc.stderr
     assert _in_machine(sb, "ka-w1", "systemctl", "show", "-p", "MainPID", "--value", "containerd").stdout == before
+
+
+def test_node_promotion_refuses_a_kubeadm_node_before_touching_it_naming_what_it_found(kubeadm_host, tmp_path):
+    """kubeadm's drop-in and flags file would apply to the tenant's kubelet unit too: promotion's layout check
+    refuses the worker, which stays a schedulable, Ready node with the same kubelet process."""
+    sb, _env, _proc = kubeadm_host
+    pid = _in_machine(sb, "ka-w1", "systemctl", "show", "-p", "MainPID", "--value", "kubelet").stdout
+    play = write_play(tmp_path / "layout.yml", [
+        {"name": "layout", "ansible.builtin.include_role": {"name": "kosmos.kubenest.node_promote",
+                                                            "tasks_from": "layout.yml", "rolespec_validate": False}}],
+                      hosts="ka-w1")
+    result = run_playbook(play, sb.state_dir / "inventory.yml", tmp_path / "cp", "-e",
+                          f"kubenest_host_kubeconfig={sb.state_dir / 'kubeconfig'}")
+    assert result.rc != 0
+    refusal = result.task("kosmos.kubenest.node_promote : Check that promotion can handle the node's layout", "ka-w1")
+    assert refusal["msg"].startswith("ka-w1 is left in the host cluster untouched: ")
+    assert "/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf" in refusal["msg"]
+    assert "/var/lib/kubelet/kubeadm-flags.env" in refusal["msg"]
+    layout = result.task("kosmos.kubenest.node_promote : Read how the node runs its kubelet and kube-proxy",
+                         "ka-w1")["layout"]
+    assert layout["kubelet"]["program"] == "/usr/bin/kubelet" and layout["kube_proxy"] is None
+    node = _kubectl(sb, "get", "node", "ka-w1")
+    assert not node["spec"].get("unschedulable")
+    assert {c["type"]: c["status"] for c in node["status"]["conditions"]}["Ready"] == "True"
+    assert _in_machine(sb, "ka-w1", "systemctl", "show", "-p", "MainPID", "--value", "kubelet").stdout == pid
