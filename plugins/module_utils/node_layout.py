@@ -157,4 +157,3 @@ def _outside(component, flags, cleared_paths):
     return ["the %s's --%s=%s lies outside the paths a reset clears (node_promote_cluster_paths): what it holds "
             "would stay on the node in the tenant's hands" % (component, flag, value)
             for flag, value in sorted(flags.items()) if value and not is_cleared(value, cleared_paths)]
-

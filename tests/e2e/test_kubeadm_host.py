@@ -164,10 +164,9 @@ def test_node_promotion_refuses_a_kubeadm_node_before_touching_it_naming_what_it
     refuses the worker, which stays a schedulable, Ready node with the same kubelet process."""
     sb, _env, _proc = kubeadm_host
     pid = _in_machine(sb, "ka-w1", "systemctl", "show", "-p", "MainPID", "--value", "kubelet").stdout
-    play = write_play(tmp_path / "layout.yml", [
-        {"name": "layout", "ansible.builtin.include_role": {"name": "kosmos.kubenest.node_promote",
-                                                            "tasks_from": "layout.yml", "rolespec_validate": False}}],
-                      hosts="ka-w1")
+    tasks = [{"name": "layout", "ansible.builtin.include_role": {
+        "name": "kosmos.kubenest.node_promote", "tasks_from": "layout.yml", "rolespec_validate": False}}]
+    play = write_play(tmp_path / "layout.yml", tasks, hosts="ka-w1")
     result = run_playbook(play, sb.state_dir / "inventory.yml", tmp_path / "cp", "-e",
                           f"kubenest_host_kubeconfig={sb.state_dir / 'kubeconfig'}")
     assert result.rc != 0

@@ -76,8 +76,8 @@ def test_a_kubelet_that_does_not_run_under_systemd_is_refused():
 
 
 def test_a_stopped_kubelet_is_refused_with_its_state():
-    stopped = SANDBOX_KUBELET.replace("ActiveState=active", "ActiveState=failed").replace("SubState=running",
-                                                                                        "SubState=failed")
+    stopped = SANDBOX_KUBELET.replace("ActiveState=active", "ActiveState=failed")
+    stopped = stopped.replace("SubState=running", "SubState=failed")
     _layout, problems = assess(parse_show(stopped.replace("MainPID=812", "MainPID=0")), [], parse_show(NO_UNIT),
                                [], [], CLEARED)
     assert len(problems) == 1 and "kubelet.service is failed/failed, not running" in problems[0]
