@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 PYTEST := $(VENV)/bin/pytest
-STAMP := $(VENV)/.installed-$(shell cat requirements-dev.txt constraints.txt agent/pyproject.toml operator/pyproject.toml 2>/dev/null | sha256sum | cut -c1-12)
+STAMP := $(VENV)/.installed-$(shell cat requirements-dev.txt constraints.txt agent/pyproject.toml operator/pyproject.toml kubectl/pyproject.toml 2>/dev/null | sha256sum | cut -c1-12)
 export KUBENEST_CACHE ?= $(HOME)/.cache/kubenest
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
@@ -46,10 +46,10 @@ help:
 	@echo "make apiserver run a real etcd + kube-apiserver on loopback in the foreground (Ctrl-C stops it)"
 	@echo "make down      remove the sandbox"
 
-$(STAMP): requirements-dev.txt constraints.txt agent/pyproject.toml operator/pyproject.toml
+$(STAMP): requirements-dev.txt constraints.txt agent/pyproject.toml operator/pyproject.toml kubectl/pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q -r requirements-dev.txt -c constraints.txt
-	$(PIP) install -q --no-deps -e agent -e operator
+	$(PIP) install -q --no-deps -e agent -e operator -e kubectl
 	@# the collection is this checkout: link it where ansible looks for installed collections
 	site="$$($(PY) -c 'import sysconfig;print(sysconfig.get_paths()["purelib"])')" && \
 	  mkdir -p "$$site/ansible_collections/kosmos" && ln -sfn "$(CURDIR)" "$$site/ansible_collections/kosmos/kubenest"

@@ -116,6 +116,27 @@ def test_virtual_cluster_becomes_ready_and_the_tenant_can_use_it(operator):
     assert k8s.CoreV1Api(api).read_namespaced_service("alpha-etcd", NS).spec.publish_not_ready_addresses
 
 
+def test_kubectl_kubenest_shows_the_status_and_hands_out_a_kubeconfig_that_reaches_the_tenant(operator, tmp_path):
+    """The kubectl plugin, run by the real kubectl with the sandbox's admin kubeconfig, on alpha of the test above."""
+    from sandbox.machines.config import from_env
+    from tests.support.k8sbin import binary
+
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+           "KUBECONFIG": str(from_env().state_dir / "kubeconfig")}
+
+    def kubectl(*args):
+        return subprocess.run([str(binary("kubectl")), *args], capture_output=True, text=True, env=env, timeout=60,
+                              check=False)
+    status = kubectl("kubenest", "status", f"{NS}/alpha")
+    assert status.returncode == 0, status.stderr
+    assert "Phase:       Completed" in status.stdout and "Endpoint:    https://198.18.0.13:" in status.stdout
+    tenant_kubeconfig = tmp_path / "alpha.kubeconfig"
+    taken = kubectl("kubenest", "kubeconfig", f"{NS}/alpha", "-o", str(tenant_kubeconfig))
+    assert taken.returncode == 0, taken.stderr
+    used = kubectl("--kubeconfig", str(tenant_kubeconfig), "get", "namespace", "team-a", "-o", "name")
+    assert used.returncode == 0 and used.stdout.strip() == "namespace/team-a", used.stderr
+
+
 def test_no_run_artifact_and_no_status_holds_key_material(operator):
     """After alpha's runs: the tenant's private keys appear nowhere in what the operator keeps."""
     proc, api = operator

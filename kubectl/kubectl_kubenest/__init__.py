@@ -1,0 +1,1 @@
+"""kubectl kubenest: the kubectl plugin of kosmos.kubenest."""

@@ -1,0 +1,236 @@
+"""kubectl kubenest: a tenant's kubeconfig, where a virtual cluster stands, who holds which node, node moves.
+
+kubectl runs `kubectl-kubenest` from PATH for `kubectl kubenest ...`; it reads the same kubeconfig as kubectl
+(`--kubeconfig`, `$KUBECONFIG`, `~/.kube/config`, `--context`), through the `kubernetes` client's loader, so
+exec credential plugins, tokens and client certificates all work. Errors say what failed, on which object, and
+what to do; the exit status is 1 for them and 2 for a wrong command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import datetime
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from . import edits, views
+
+GROUP, VERSION = "kosmos.io", "v1alpha1"
+
+
+class PluginError(Exception):
+    pass
+
+
+def _api(args) -> client.ApiClient:
+    try:
+        if os.environ.get("KUBERNETES_SERVICE_HOST") and not (args.kubeconfig or os.environ.get("KUBECONFIG")):
+            config.load_incluster_config()
+            return client.ApiClient()
+        return config.new_client_from_config(config_file=args.kubeconfig, context=args.context)
+    except (ConfigException, OSError) as exc:
+        raise PluginError(f"cannot load the kubeconfig: {exc}") from None
+
+
+def _namespace(args) -> str:
+    if args.namespace:
+        return args.namespace
+    try:
+        _contexts, current = config.list_kube_config_contexts(config_file=args.kubeconfig)
+        if args.context:
+            current = next(c for c in _contexts if c["name"] == args.context)
+        return (current.get("context") or {}).get("namespace") or "default"
+    except (ConfigException, OSError, StopIteration, TypeError):
+        return "default"
+
+
+def _api_error(exc: ApiException, what: str) -> PluginError:
+    try:
+        message = json.loads(exc.body).get("message") or exc.reason
+    except (TypeError, ValueError, AttributeError):
+        message = exc.reason
+    if exc.status == 404:
+        return PluginError(f"{what} not found: {message}")
+    if exc.status == 403:
+        return PluginError(f"not allowed to read or change {what}: {message}")
+    if exc.status == 409:
+        return PluginError(f"{what} changed while this command ran; run it again: {message}")
+    return PluginError(f"{what}: the API server answered {exc.status}: {message}")
+
+
+def _get_vc(api, namespace: str, name: str) -> dict:
+    try:
+        return client.CustomObjectsApi(api).get_namespaced_custom_object(GROUP, VERSION, namespace,
+                                                                         "virtualclusters", name)
+    except ApiException as exc:
+        raise _api_error(exc, f"virtualcluster {namespace}/{name}") from None
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """Written whole or not at all, readable by its owner only: it holds the tenant's admin credentials."""
+    path = path.resolve()
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def cmd_kubeconfig(args, out) -> int:
+    namespace, name = views.parse_ref(args.ref, _namespace(args))
+    api = _api(args)
+    vc = _get_vc(api, namespace, name)
+    status = vc.get("status") or {}
+    ref = status.get("kubeconfigSecretRef") or {}
+    if not ref.get("name"):
+        raise PluginError(f"virtualcluster {namespace}/{name} has no kubeconfig yet (phase "
+                          f"{status.get('phase') or 'not reconciled yet'}): the operator writes it once the control "
+                          f"plane is up; follow it with kubectl kubenest status {namespace}/{name}")
+    key = ref.get("key") or "kubeconfig"
+    try:
+        secret = client.CoreV1Api(api).read_namespaced_secret(ref["name"], namespace)
+    except ApiException as exc:
+        raise _api_error(exc, f"secret {namespace}/{ref['name']}") from None
+    encoded = (secret.data or {}).get(key)
+    if not encoded:
+        raise PluginError(f"secret {namespace}/{ref['name']} has no key {key!r}")
+    data = base64.b64decode(encoded)
+    if args.output in (None, "-"):
+        out.write(data.decode("utf-8"))
+        return 0
+    _write_private(Path(args.output), data)
+    print(f"wrote the admin kubeconfig of {namespace}/{name} to {args.output} (mode 0600); "
+          f"try: kubectl --kubeconfig {args.output} get nodes", file=sys.stderr)
+    return 0
+
+
+def cmd_status(args, out) -> int:
+    api = _api(args)
+    if args.ref:
+        namespace, name = views.parse_ref(args.ref, _namespace(args))
+        out.write(views.virtualcluster_detail(_get_vc(api, namespace, name), _now()) + "\n")
+        return 0
+    custom = client.CustomObjectsApi(api)
+    try:
+        if args.all_namespaces:
+            items = custom.list_cluster_custom_object(GROUP, VERSION, "virtualclusters")["items"]
+        else:
+            namespace = _namespace(args)
+            items = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "virtualclusters")["items"]
+    except ApiException as exc:
+        raise _api_error(exc, "virtualclusters") from None
+    if not items:
+        print("No virtual clusters found" + ("" if args.all_namespaces else f" in {_namespace(args)}") + ".",
+              file=sys.stderr)
+        return 0
+    out.write(views.virtualcluster_rows(items, _now(), args.all_namespaces) + "\n")
+    return 0
+
+
+def cmd_nodes(args, out) -> int:
+    api = _api(args)
+    try:
+        items = client.CustomObjectsApi(api).list_cluster_custom_object(GROUP, VERSION, "globalnodes")["items"]
+    except ApiException as exc:
+        raise _api_error(exc, "globalnodes") from None
+    if not items:
+        print("No GlobalNodes found.", file=sys.stderr)
+        return 0
+    out.write(views.globalnode_rows(items, _now()) + "\n")
+    return 0
+
+
+def cmd_move(args, out) -> int:
+    namespace, name = views.parse_ref(args.ref, _namespace(args))
+    api = _api(args)
+    vc = _get_vc(api, namespace, name)
+    plan = edits.promote if args.command == "promote" else edits.give_back
+    try:
+        patch, moved = plan(vc, args.nodes)
+    except edits.EditError as exc:
+        raise PluginError(str(exc)) from None
+    if patch is None:
+        out.write(f"virtualcluster {namespace}/{name} unchanged: it already "
+                  f"{'asks for' if args.command == 'promote' else 'does not ask for'} {', '.join(args.nodes)}\n")
+        return 0
+    try:
+        client.CustomObjectsApi(api).patch_namespaced_custom_object(
+            GROUP, VERSION, namespace, "virtualclusters", name, patch, _content_type="application/merge-patch+json")
+    except ApiException as exc:
+        raise _api_error(exc, f"virtualcluster {namespace}/{name}") from None
+    verb = "asks for" if args.command == "promote" else "gives back"
+    out.write(f"virtualcluster {namespace}/{name} now {verb} {', '.join(moved)}; the operator moves the nodes: "
+              f"kubectl kubenest status {namespace}/{name}\n")
+    return 0
+
+
+CONNECTION = ("kubeconfig", "context", "namespace")
+
+
+def parser() -> argparse.ArgumentParser:
+    # The connection flags go before or after the command, as with kubectl (`kubectl kubenest status -n t1`);
+    # SUPPRESS keeps a subcommand's unset flag from hiding one given before it.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--kubeconfig", default=argparse.SUPPRESS,
+                        help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
+    common.add_argument("--context", default=argparse.SUPPRESS, help="kubeconfig context (default: its current one)")
+    common.add_argument("-n", "--namespace", default=argparse.SUPPRESS,
+                        help="namespace of NAME (default: the context's, then default)")
+    p = argparse.ArgumentParser(prog="kubectl kubenest", description=__doc__.split("\n\n")[0], parents=[common])
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, text: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=text, parents=[common])
+
+    kc = command("kubeconfig", "the tenant's admin kubeconfig, from the Secret its status names")
+    kc.add_argument("ref", metavar="NAMESPACE/NAME")
+    kc.add_argument("-o", "--output", metavar="FILE", help="write it to FILE (mode 0600) instead of stdout")
+    kc.set_defaults(run=cmd_kubeconfig)
+
+    st = command("status", "phase, conditions, nodes and progress of one or all virtual clusters")
+    st.add_argument("ref", nargs="?", metavar="NAMESPACE/NAME")
+    st.add_argument("-A", "--all-namespaces", action="store_true", help="list those of every namespace")
+    st.set_defaults(run=cmd_status)
+
+    nd = command("nodes", "GlobalNodes: each host node's state and the virtual cluster holding it")
+    nd.set_defaults(run=cmd_nodes)
+
+    for verb, text in (("promote", "ask for host nodes by name (spec.promoteResources.nodes)"),
+                       ("return", "give nodes asked for by name back to the host")):
+        mv = command(verb, text)
+        mv.add_argument("ref", metavar="NAMESPACE/NAME")
+        mv.add_argument("nodes", nargs="+", metavar="NODE")
+        mv.set_defaults(run=cmd_move)
+    return p
+
+
+def main(argv: list[str] | None = None, out=None) -> int:
+    args = parser().parse_args(argv)
+    for name in CONNECTION:
+        if not hasattr(args, name):
+            setattr(args, name, None)
+    try:
+        return args.run(args, out or sys.stdout)
+    except (PluginError, views.RefError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
