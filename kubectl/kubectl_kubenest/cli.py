@@ -192,7 +192,8 @@ def parser() -> argparse.ArgumentParser:
     common.add_argument("--context", default=argparse.SUPPRESS, help="kubeconfig context (default: its current one)")
     common.add_argument("-n", "--namespace", default=argparse.SUPPRESS,
                         help="namespace of NAME (default: the context's, then default)")
-    p = argparse.ArgumentParser(prog="kubectl kubenest", description=__doc__.split("\n\n", maxsplit=1)[0], parents=[common])
+    p = argparse.ArgumentParser(prog="kubectl kubenest", description=__doc__.split("\n\n", maxsplit=1)[0],
+                                parents=[common])
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, text: str) -> argparse.ArgumentParser:
