@@ -69,7 +69,10 @@ def push_one(reg: Registry, archive: Archive) -> list[str]:
     if not archive.path.is_file():
         raise RegistryError(f"{archive.path} is missing: build the images again (make images)")
     first, *others = missing
-    _skopeo(reg, f"oci-archive:{archive.path}", first)
+    # An archive that names its image more than once (one index entry per name, as the conformance images have)
+    # is read by the name, which skopeo wants then; the reference after the path's first colon is whole.
+    source = f"oci-archive:{archive.path}" + (f":{first}" if len(archive.refs) > 1 else "")
+    _skopeo(reg, source, first)
     for ref in others:  # the blobs are there already: only the manifest is copied
         repository, tag = split_ref(first)
         _skopeo(reg, f"docker://{reg.host}/{repository}:{tag}", ref, from_registry=True)

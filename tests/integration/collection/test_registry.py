@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,22 @@ def test_an_image_is_pushed_once_under_each_of_its_names(registry, image):
     assert json.loads(inspected.stdout)["Labels"] == {"org.opencontainers.image.title": "registry-probe",
                                                       "org.opencontainers.image.version": "1.0",
                                                       "org.opencontainers.image.source": "Debian busybox-static"}
+
+
+def test_an_archive_that_names_its_image_twice_is_pushed_under_both_names(registry, tmp_path):
+    """As the conformance build writes agnhost (2.55 and 2.63.0): one manifest, an index entry per name."""
+    spec = oci.ImageSpec("twice-named", "1.0", BUSYBOX, program="busybox", source="Debian busybox-static")
+    archive = tmp_path / "twice-named.oci.tar"
+    with tempfile.TemporaryDirectory(dir=tmp_path) as scratch:
+        layer_path = Path(scratch) / "layer"
+        layer, diff_id = oci.write_layer(spec, layer_path)
+        manifest = oci.write_layout(archive, spec.ref, oci.canonical_json(oci.image_config(spec, diff_id)),
+                                    [(layer, layer_path)], also=[f"{NAME}/twice-named:2.0"])
+    pair = Archive(archive, (spec.ref, f"{NAME}/twice-named:2.0"), manifest.digest)
+    assert push(registry, [pair]) == list(pair.refs)
+    assert manifest_digest(registry, "twice-named", "1.0") == manifest_digest(registry, "twice-named", "2.0") == \
+        manifest.digest
+    assert push(registry, [pair]) == []
 
 
 def test_the_registry_refuses_clients_without_its_ca(registry):
