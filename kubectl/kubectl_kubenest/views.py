@@ -45,6 +45,8 @@ def progress_text(progress: dict | None) -> str:
     """The running reconcile in a few words: its task and tasks done of the total."""
     if not progress or not progress.get("runID"):
         return "-"
+    if progress.get("summary"):  # what `kubectl get vc` shows in its Progress column
+        return progress["summary"]
     task = progress.get("currentTask") or progress.get("playbook") or "starting"
     done, total = progress.get("tasksDone"), progress.get("tasksTotal")
     counted = f" ({done}/{total})" if isinstance(done, int) and isinstance(total, int) and total else ""

@@ -30,6 +30,18 @@ def _patch(**status: Any) -> dict[str, Any]:
     return {"status": status}
 
 
+SUMMARY_TASK_CHARS = 48  # the task's name in the Progress column, cut to keep `kubectl get vc` on one line
+
+
+def progress_summary(done: int, total: int | None, task: str | None) -> str:
+    """The Progress column of `kubectl get vc`: tasks done of the estimated total, then the running task (a
+    promotion's tasks name their step, "Step Drain"); "?" while no earlier run gave an estimate."""
+    counted = f"{done}/{total if total else '?'}"
+    if not task:
+        return counted
+    return f"{counted} {task if len(task) <= SUMMARY_TASK_CHARS else task[:SUMMARY_TASK_CHARS - 1] + '…'}"
+
+
 def progress_fields(run_id: str, playbook: str, started_at: str, progress: Progress) -> dict[str, Any]:
     return {
         "runID": run_id,
@@ -38,6 +50,7 @@ def progress_fields(run_id: str, playbook: str, started_at: str, progress: Progr
         "currentTask": progress.current_task,
         "tasksDone": progress.tasks_done,
         "tasksTotal": progress.tasks_total,
+        "summary": progress_summary(progress.tasks_done, progress.tasks_total, progress.current_task),
         "startedAt": started_at,
     }
 
@@ -81,7 +94,8 @@ def succeeded(*, generation: int | None, endpoint: str | None, nodes: Sequence[M
         nodesReady=f"{ready}/{wanted}",
         kubeconfigSecretRef={"name": secret_name, "key": secret_key},
         # The finished run's count becomes the next run's estimate of tasksTotal.
-        progress={**progress, "currentRole": None, "currentTask": None, "tasksTotal": progress["tasksDone"]},
+        progress={**progress, "currentRole": None, "currentTask": None, "tasksTotal": progress["tasksDone"],
+                  "summary": f"{progress['tasksDone']}/{progress['tasksDone']} done"},
     )
 
 

@@ -37,6 +37,7 @@ def test_progress_names_the_task_and_how_far_the_run_is():
     assert views.progress_text({"runID": "r1", "currentTask": "Step Kubelet", "tasksDone": 12, "tasksTotal": 40}) \
         == "Step Kubelet (12/40)"
     assert views.progress_text({"runID": "r1", "playbook": "virtualcluster.yml"}) == "virtualcluster.yml"
+    assert views.progress_text({"runID": "r1", "summary": "40/40 done", "tasksDone": 40}) == "40/40 done"
 
 
 def test_the_list_has_a_column_each_and_the_namespace_only_across_namespaces():

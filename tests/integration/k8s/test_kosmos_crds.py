@@ -11,6 +11,8 @@ import pytest
 import yaml
 from kubernetes.client.rest import ApiException
 
+from tests.support import k8sbin
+
 CRDS = Path(__file__).resolve().parents[3] / "deploy" / "crds"
 GROUP, VERSION = "kosmos.io", "v1alpha1"
 
@@ -105,9 +107,10 @@ def test_bad_specs_are_refused_naming_the_field(kosmos, name, spec, field):
     assert field in refused.value.body, refused.value.body
 
 
-def test_status_is_a_subresource_and_printer_columns_exist(kosmos, api_client):
+def test_status_is_a_subresource_and_printer_columns_exist(kosmos, api_client, apiserver):
     created = _create(kosmos, _vc("status-check", {}))
-    body = {"status": {"phase": "Preparing", "observedGeneration": 1}}
+    body = {"status": {"phase": "Preparing", "observedGeneration": 1,
+                       "progress": {"tasksDone": 12, "tasksTotal": 40, "summary": "12/40 Step Kubelet"}}}
     kosmos.patch_namespaced_custom_object(GROUP, VERSION, "vc-tests", "virtualclusters", "status-check",
                                           {"status": {"phase": "Completed"}})  # main resource ignores status
     got = kosmos.get_namespaced_custom_object(GROUP, VERSION, "vc-tests", "virtualclusters", "status-check")
@@ -117,7 +120,12 @@ def test_status_is_a_subresource_and_printer_columns_exist(kosmos, api_client):
     assert got["status"]["phase"] == "Preparing" and created["metadata"]["name"] == "status-check"
     crd = kubernetes.client.ApiextensionsV1Api(api_client).read_custom_resource_definition("virtualclusters.kosmos.io")
     columns = [c.name for c in crd.spec.versions[0].additional_printer_columns]
-    assert columns == ["Phase", "Ready", "Endpoint", "Version", "Nodes", "Age"]
+    assert columns == ["Phase", "Ready", "Endpoint", "Version", "Nodes", "Progress", "Age"]
+    listed = subprocess.run([str(k8sbin.binary("kubectl")), "--kubeconfig", str(apiserver.kubeconfig), "-n",
+                             "vc-tests", "get", "vc", "status-check"], capture_output=True, text=True, timeout=60,
+                            check=True).stdout.splitlines()
+    assert listed[0].split()[:7] == ["NAME", "PHASE", "READY", "ENDPOINT", "VERSION", "NODES", "PROGRESS"]
+    assert "  12/40 Step Kubelet  " in listed[1]
     assert crd.spec.names.short_names == ["vc"]
 
 

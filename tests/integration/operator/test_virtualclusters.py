@@ -56,6 +56,8 @@ def test_virtualcluster_reaches_completed_with_kubeconfig(kube, operators):
     assert done == sorted(done) and done[-1] > done[0], seen_progress
     final = status["progress"]
     assert final["tasksDone"] == final["tasksTotal"] > 0 and "currentTask" not in final
+    assert final["summary"] == f"{final['tasksDone']}/{final['tasksDone']} done"
+    assert any(p.get("summary", "").endswith(f" {p['currentTask']}") for p in seen_progress if p.get("currentTask"))
 
     # One run, and the spec.kubeconfig write-back did not start another.
     assert stays(lambda: kube.runs(ns, "alpha") == {"present": 1, "absent": 0}, 8)

@@ -20,13 +20,22 @@ def test_run_start_sets_phase_and_fresh_progress_with_nulls_for_the_unknown():
     assert patch == {"status": {
         "phase": "Preparing", "reason": None, "message": "running virtualcluster.yml (state present)",
         "progress": {"runID": "run-1", "playbook": "virtualcluster.yml", "currentRole": None, "currentTask": None,
-                     "tasksDone": 0, "tasksTotal": None, "startedAt": "2026-01-01T00:00:00Z"}}}
+                     "tasksDone": 0, "tasksTotal": None, "summary": "0/?", "startedAt": "2026-01-01T00:00:00Z"}}}
 
 
 def test_progress_patch_touches_only_progress():
     patch = st.progressed("run-1", "virtualcluster.yml", "t0", Progress("etcd", "Start etcd", 4, 20, 7))
     assert list(patch["status"]) == ["progress"]
     assert patch["status"]["progress"]["currentRole"] == "etcd" and patch["status"]["progress"]["tasksTotal"] == 20
+    assert patch["status"]["progress"]["summary"] == "4/20 Start etcd"
+
+
+def test_the_progress_column_names_the_step_and_keeps_to_one_line():
+    assert st.progress_summary(12, 40, "Step Kubelet") == "12/40 Step Kubelet"
+    assert st.progress_summary(3, None, None) == "3/?"
+    long = st.progress_summary(1, 2, "Wait until every evicted pod of the node is gone from the host cluster")
+    assert long.startswith("1/2 Wait until every evicted") and long.endswith("…")
+    assert len(long) == len("1/2 ") + st.SUMMARY_TASK_CHARS
 
 
 def test_success_records_the_result_and_makes_this_run_the_next_estimate():
@@ -43,6 +52,7 @@ def test_success_records_the_result_and_makes_this_run_the_next_estimate():
     assert status["kubeconfigSecretRef"] == {"name": "vc1-admin-kubeconfig", "key": "kubeconfig"}
     assert status["kubernetesVersion"] == "v1.36.3"
     assert status["progress"]["tasksTotal"] == 17 and status["progress"]["currentTask"] is None
+    assert status["progress"]["summary"] == "17/17 done"
 
 
 def test_permanent_failure_is_failed_with_the_reason_and_observes_the_generation():
