@@ -13,12 +13,12 @@ description:
   - Reads the VirtualCluster every O(interval) seconds until the operator has taken up its current spec
     (C(status.observedGeneration)) and reports condition C(Ready) C(True) (nodes included), or gives up on it
     (phase C(Failed)), or O(timeout) passes.
-  - While it waits it prints a line each time what the status says changes, such as
+  - "While it waits it prints a line each time what the status says changes, such as
     C(tenants/alpha: Updating, 31/74 Step Kubelet, nodes 0/1), so a terminal and an AWX job's output show how
-    far the work is instead of a retry count.
+    far the work is instead of a retry count."
   - Fails with the operator's phase, reason and message when the virtual cluster failed or is not Ready in
     time, and when the object does not exist.
-  - Returns the status only: the spec may carry the tenant's kubeconfig.
+  - Returns the status only, as the spec may carry the tenant's kubeconfig.
   - Runs as an action on the controller.
 author:
   - kosmos.kubenest maintainers (@kosmos-kubenest)

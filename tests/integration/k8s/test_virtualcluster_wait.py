@@ -57,7 +57,7 @@ def wait_play(apiserver, tmp_path, name, timeout) -> subprocess.Popen:
 
 
 def finished(proc: subprocess.Popen) -> tuple[int, str]:
-    out, _ = proc.communicate(timeout=180)
+    out = proc.communicate(timeout=180)[0]
     return proc.returncode, out
 
 
