@@ -44,13 +44,8 @@ options:
     type: list
     elements: path
     required: true
-attributes:
-  check_mode:
-    support: full
-    description: Reads only; the same result in check mode.
-  diff_mode:
-    support: none
-    description: Nothing changes.
+extends_documentation_fragment:
+  - kosmos.kubenest.attributes.read_only
 """
 
 EXAMPLES = r"""

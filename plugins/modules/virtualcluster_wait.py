@@ -43,18 +43,10 @@ options:
     description: Print nothing while waiting (for a caller that parses the playbook's output).
     type: bool
     default: false
-attributes:
-  check_mode:
-    support: full
-    description: Only reads; waits in check mode too.
-  diff_mode:
-    support: none
-    description: Only reads.
-  action:
-    support: full
-    description: Runs on the controller.
 extends_documentation_fragment:
   - kosmos.kubenest.kube_client.connection
+  - kosmos.kubenest.attributes.read_only
+  - kosmos.kubenest.attributes.action
 """
 
 EXAMPLES = r"""
