@@ -28,10 +28,19 @@ class Spec:
 
 
 def first_line(text: str) -> str:
-    for line in (text or "").splitlines():
-        if line.strip():
-            return line.strip()[:FIRST_LINE_MAX]
-    return ""
+    """The line that says what failed. A gomega assertion spreads one over several ("Expected", the value, the
+    matcher such as "to contain substring", what it wanted): those become one line, the value's first line
+    standing for it."""
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    if not lines:
+        return ""
+    if lines[0] == "Expected" and len(lines) > 1:
+        matcher = next((i for i, line in enumerate(lines) if i > 1 and line.startswith(("to ", "not to "))), None)
+        said = f"Expected {lines[1]}"
+        if matcher is not None:
+            said += (" … " if matcher > 2 else " ") + " ".join(lines[matcher:matcher + 2])
+        return said[:FIRST_LINE_MAX]
+    return lines[0][:FIRST_LINE_MAX]
 
 
 def read_junit(path: Path) -> list[Spec]:

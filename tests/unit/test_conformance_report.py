@@ -120,3 +120,13 @@ def test_a_reported_name_focuses_that_spec_again():
     assert text.endswith("configmap creation [Conformance]")
     assert re.search(specs.focus([text]), text)
     assert specs.spec_text(DNS_SPEC) == DNS_SPEC  # no label list: nothing to strip
+
+
+def test_a_gomega_expectation_is_told_in_one_line_with_what_it_wanted():
+    message = ("Expected\n    <string>: PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\n    NAME=\"Debian GNU/Linux\"\n"
+               "to contain substring\n    <string>: Alpine Linux\n")
+    assert report.first_line(message) == ('Expected <string>: PRETTY_NAME="Debian GNU/Linux 12 (bookworm)" … '
+                                          "to contain substring <string>: Alpine Linux")
+    assert report.first_line("Expected\n    <int>: 1\nto equal\n    <int>: 2") == \
+        "Expected <int>: 1 to equal <int>: 2"
+    assert report.first_line("Timed out after 30s.\nmore") == "Timed out after 30s."
