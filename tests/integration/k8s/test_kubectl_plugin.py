@@ -22,6 +22,8 @@ from tests.support.virtualclusters import install_crds
 
 GROUP, VERSION = "kosmos.io", "v1alpha1"
 NS = "kubectl-plugin"
+# The API server is shared with the other test files of a worker: GlobalNodes (cluster-scoped) named for this one.
+W1, W2 = "kp-w1", "kp-w2"
 
 
 @pytest.fixture(scope="module")
@@ -48,15 +50,14 @@ def world(apiserver, api_client):
                         "lastTransitionTime": "2026-12-03T11:00:00Z"}],
         "kubeconfigSecretRef": {"name": "named-admin-kubeconfig", "key": "kubeconfig"}}},
         _content_type="application/merge-patch+json")
-    for name, status in (("kn-w1", {"state": "occupied", "virtualCluster": f"{NS}/named"}),
-                         ("kn-w2", {"state": "free"})):
+    for name, status in ((W1, {"state": "occupied", "virtualCluster": f"{NS}/named"}), (W2, {"state": "free"})):
         custom.create_cluster_custom_object(GROUP, VERSION, "globalnodes", {
             "apiVersion": f"{GROUP}/{VERSION}", "kind": "GlobalNode", "metadata": {"name": name},
             "spec": {"nodeIP": "198.18.0.12"}})
         custom.patch_cluster_custom_object_status(GROUP, VERSION, "globalnodes", name, {"status": status},
                                                   _content_type="application/merge-patch+json")
     yield apiserver, custom
-    for name in ("kn-w1", "kn-w2"):
+    for name in (W1, W2):
         custom.delete_cluster_custom_object(GROUP, VERSION, "globalnodes", name)
     core.delete_namespace(NS)
 
@@ -120,8 +121,9 @@ def test_nodes_lists_each_globalnode_with_its_holder(world):
     apiserver, _custom = world
     proc = kubectl(apiserver, "kubenest", "nodes")
     assert proc.returncode == 0, proc.stderr
-    rows = [line.split()[:3] for line in proc.stdout.splitlines()[1:]]
-    assert rows == [["kn-w1", "occupied", f"{NS}/named"], ["kn-w2", "free", "-"]]
+    rows = [line.split()[:3] for line in proc.stdout.splitlines()[1:] if line.split()[0] in (W1, W2)]
+    assert proc.stdout.splitlines()[0].split()[:3] == ["NAME", "STATE", "VIRTUAL"]
+    assert rows == [[W1, "occupied", f"{NS}/named"], [W2, "free", "-"]]
 
 
 def test_promote_and_return_edit_the_spec_and_refuse_what_they_cannot_do(world):
