@@ -5,9 +5,13 @@
 """How a host node runs its kubelet and kube-proxy, read from the node, and what node promotion cannot handle.
 
 Promotion replaces the host's kubelet by the tenant's and puts the host's back at return. That is safe only on
-a node whose layout it understands: a kubelet run by a systemd unit without drop-ins (a drop-in of the host's
-unit would also apply to the tenant's unit of the same name), and every file the kubelet and kube-proxy read
-under the paths a reset clears (a host credential elsewhere would stay on a node that a tenant then owns).
+a node whose layout it understands: a running kubelet of a systemd unit, started with its configuration file, its
+kubeconfig and a bootstrap kubeconfig (a returned node bootstraps anew), and every file the kubelet and
+kube-proxy read under the paths a reset clears (a host credential elsewhere would stay on a node that a tenant
+then owns). The unit's drop-ins (kubeadm's 10-kubeadm.conf) would apply to the tenant's unit of the same name:
+each is masked for the tenant by an empty drop-in of the same name in /etc, which a reset clears. What the reset
+clears and the host needs back (the kubelet's configuration, its flag files, the CNI configuration, drop-ins in
+/etc) is listed to be kept; kubelet credentials never are.
 
 The functions here are pure: the module gathers `systemctl show` output and process command lines, these parse
 and judge them.
@@ -116,7 +120,7 @@ def _component(unit, argv, flag_names):
 
 
 def assess(kubelet_props, kubelet_argv, proxy_props, proxy_argv, cni_files, cleared_paths,
-           kubelet_unit="kubelet.service", kube_proxy_unit="kube-proxy.service"):
+           kubelet_unit="kubelet.service", kube_proxy_unit="kube-proxy.service", cni_conf_dir="/etc/cni/net.d"):
     """(layout, problems): what the node runs, and each reason promotion must leave it alone, in words that name
     what was found. Problems are empty for a layout promotion handles."""
     problems = []
@@ -130,17 +134,17 @@ def assess(kubelet_props, kubelet_argv, proxy_props, proxy_argv, cni_files, clea
     elif os.path.basename(kubelet["program"]) != "kubelet":
         problems.append("%s runs %r (pid %d), not a kubelet" % (kubelet_unit, kubelet["program"], kubelet["pid"]))
     else:
-        for flag in ("config", "kubeconfig"):
+        for flag, why in (("config", ""), ("kubeconfig", ""),
+                          ("bootstrap-kubeconfig", ": a returned node could not bootstrap its host credentials")):
             if flag not in kubelet["flags"]:
-                problems.append("the kubelet runs without --%s" % flag)
+                problems.append("the kubelet runs without --%s%s" % (flag, why))
         problems.extend(_outside("kubelet", kubelet["flags"], cleared_paths))
-    if kubelet["loaded"]:
-        if kubelet["drop_ins"]:
-            problems.append("%s has drop-ins (%s): they would apply to the tenant's kubelet unit as well"
-                            % (kubelet_unit, ", ".join(kubelet["drop_ins"])))
-        if kubelet["environment_files"]:
-            problems.append("%s reads flags from environment files (%s), which node_promote does not keep"
-                            % (kubelet_unit, ", ".join(kubelet["environment_files"])))
+    # Masks: same-name drop-ins in /etc override the host's for the tenant's kubelet, wherever the host's lie.
+    mask_dir = "/etc/systemd/system/%s.d" % kubelet_unit
+    kubelet["masks"] = sorted({"%s/%s" % (mask_dir, os.path.basename(path)) for path in kubelet["drop_ins"]})
+    if kubelet["masks"] and not is_cleared(kubelet["masks"][0], cleared_paths):
+        problems.append("%s has drop-ins (%s), but a reset does not clear %s, where promotion masks them for the "
+                        "tenant's kubelet" % (kubelet_unit, ", ".join(kubelet["drop_ins"]), mask_dir))
 
     proxy = None
     if proxy_props.get("LoadState") == "loaded":
@@ -149,8 +153,18 @@ def assess(kubelet_props, kubelet_argv, proxy_props, proxy_argv, cni_files, clea
             problems.append("%s has drop-ins (%s), which node_promote does not keep"
                             % (kube_proxy_unit, ", ".join(proxy["drop_ins"])))
         problems.extend(_outside("kube-proxy", proxy["flags"], cleared_paths))
-    layout = {"kubelet": kubelet, "kube_proxy": proxy, "cni_files": sorted(cni_files)}
+    layout = {"kubelet": kubelet, "kube_proxy": proxy, "cni_files": sorted(cni_files),
+              "keep": kept(kubelet, cni_files, cni_conf_dir, cleared_paths)}
     return layout, problems
+
+
+def kept(kubelet, cni_files, cni_conf_dir, cleared_paths):
+    """Files of the host's node configuration a reset clears and its return needs back: the kubelet's
+    configuration file, flag files and drop-ins, and the CNI configuration. Never a kubeconfig or a certificate:
+    a returned kubelet bootstraps anew."""
+    wanted = [kubelet["flags"].get("config", "")] + kubelet["environment_files"] + kubelet["drop_ins"]
+    wanted += [os.path.join(cni_conf_dir, name) for name in cni_files]
+    return sorted({path for path in wanted if path and is_cleared(path, cleared_paths)})
 
 
 def _outside(component, flags, cleared_paths):

@@ -14,12 +14,19 @@ description:
     of their running processes and the files in O(cni_conf_dir), and returns them as RV(layout).
   - RV(problems) names each reason node promotion must leave the node alone, before anything on it is touched
     - the kubelet is not run by the systemd unit O(kubelet_unit), or does not run;
-    - that unit has drop-ins or environment files, which would also apply to the tenant's kubelet unit of the
-      same name (a node set up by kubeadm's packages has C(10-kubeadm.conf) and C(kubeadm-flags.env));
-    - the kubelet runs without C(--config) or C(--kubeconfig);
+    - the kubelet runs without C(--config), C(--kubeconfig) or C(--bootstrap-kubeconfig) (a returned node
+      bootstraps its host credentials anew);
     - a file or directory the kubelet or kube-proxy reads (C(--config), C(--kubeconfig),
       C(--bootstrap-kubeconfig), C(--cert-dir), C(--root-dir)) lies outside O(cleared_paths), so a host
-      credential would stay on the node after its reset.
+      credential would stay on the node after its reset;
+    - the kubelet's unit has drop-ins but O(cleared_paths) does not clear the unit's drop-in directory in
+      C(/etc/systemd/system), where promotion masks them;
+    - kube-proxy's unit has drop-ins.
+  - The kubelet unit's drop-ins (on a node set up by kubeadm's packages, C(10-kubeadm.conf), which reads
+    C(kubeadm-flags.env)) would also apply to the tenant's kubelet unit of the same name; the C(masks) of
+    RV(layout.kubelet) name the same-name drop-ins in C(/etc/systemd/system) that mask them for the tenant.
+  - RV(layout.keep) lists the files of the host's node configuration that a reset clears and the return needs
+    back, never a kubeconfig or a certificate.
   - kube-proxy as a unit is optional; a node whose kube-proxy runs as a DaemonSet has no such unit.
   - Reads only; nothing on the node changes.
 author:
@@ -69,14 +76,20 @@ layout:
     kubelet:
       description:
         - The kubelet's unit (C(name), C(loaded), C(active), C(state), C(fragment), C(drop_ins),
-          C(environment_files), C(pid)) and its process (C(program), C(args), C(flags) with the path flags
-          given).
+          C(environment_files), C(masks), C(pid)) and its process (C(program), C(args), C(flags) with the path
+          flags given).
       type: dict
     kube_proxy:
       description: The same for kube-proxy's unit; null when no such unit is loaded.
       type: dict
     cni_files:
       description: Names of the files in O(cni_conf_dir).
+      type: list
+      elements: str
+    keep:
+      description:
+        - Files a reset clears that the host's node needs back at return - the kubelet's C(--config) file, its
+          environment files and drop-ins, the CNI configuration.
       type: list
       elements: str
   sample:
@@ -88,20 +101,21 @@ layout:
       fragment: /etc/systemd/system/kubelet.service
       drop_ins: []
       environment_files: []
+      masks: []
       pid: 812
       program: /usr/local/bin/kubelet
       args: [--config=/var/lib/kubelet/config.yaml, --kubeconfig=/etc/kubernetes/kubelet.conf]
       flags: {config: /var/lib/kubelet/config.yaml, kubeconfig: /etc/kubernetes/kubelet.conf}
     kube_proxy: null
     cni_files: [10-kubenest.conflist]
+    keep: [/etc/cni/net.d/10-kubenest.conflist, /var/lib/kubelet/config.yaml]
 problems:
   description: Each reason promotion must leave the node alone; empty when it can promote the node.
   returned: success
   type: list
   elements: str
   sample:
-    - "kubelet.service has drop-ins (/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf): they would apply
-      to the tenant's kubelet unit as well"
+    - "the kubelet runs without --bootstrap-kubeconfig: a returned node could not bootstrap its host credentials"
 """
 
 import os
@@ -157,7 +171,7 @@ def main():
         module.fail_json(msg="cannot list %s: %s" % (p["cni_conf_dir"], exc))
     layout, problems = assess(kubelet, command_line(main_pid(kubelet)), proxy, command_line(main_pid(proxy)),
                               cni_files, p["cleared_paths"], kubelet_unit=p["kubelet_unit"],
-                              kube_proxy_unit=p["kube_proxy_unit"])
+                              kube_proxy_unit=p["kube_proxy_unit"], cni_conf_dir=p["cni_conf_dir"])
     module.exit_json(changed=False, layout=layout, problems=problems)
 
 

@@ -16,6 +16,9 @@ description:
     network's own devices O(links), removes the
     iptables chains kube-proxy made (C(kube-proxy --cleanup)) and the CNI plugins' chains, unmounts what the
     kubelet mounted, deletes O(paths), and restarts O(restart_units).
+  - On a node without the O(kube_proxy) binary (kube-proxy ran as a DaemonSet, as on a kubeadm host), the
+    C(KUBE-) chains it and the kubelet left are removed like the CNI plugins' chains, with the rules jumping
+    into them.
   - C(kube-proxy --cleanup) starts as soon as the units are stopped and runs while containers and network
     namespaces are removed; the CNI plugins' chains are removed once it has ended.
   - Images stay, so the node does not fetch them again. Idempotent; a clean node reports no change, unless
@@ -145,8 +148,9 @@ from ansible.module_utils.basic import AnsibleModule
 NETNS_DIR = "/var/run/netns"
 PROTECTED = ("/", "/etc", "/var", "/var/lib", "/usr", "/run", "/root", "/home")
 # Chains the CNI plugins (portmap, bridge ipMasq), Cilium and Calico's Felix add; kube-proxy's own go through
-# `kube-proxy --cleanup`.
+# `kube-proxy --cleanup`, or with these where no kube-proxy program is on the node (it ran in a container).
 CNI_CHAIN_PREFIXES = ("CNI-", "CILIUM_", "cali-")
+KUBE_CHAIN_PREFIX = "KUBE-"
 
 
 def removal_script(table, saved, chains):
@@ -305,14 +309,16 @@ class Reset:
             self.run([kube_proxy, "--cleanup"], check_rc=False)
             rc, out = self.run([save], check_rc=False)
         if rc == 0:
-            self._cni_chains(out, restore)
+            prefixes = CNI_CHAIN_PREFIXES if os.path.exists(kube_proxy) else CNI_CHAIN_PREFIXES + (KUBE_CHAIN_PREFIX,)
+            self._cni_chains(out, restore, prefixes)
 
-    def _cni_chains(self, saved, restore):
-        """Delete the pod network's chains found in `saved` (all tables) with one restore (none: only report)."""
+    def _cni_chains(self, saved, restore, prefixes=CNI_CHAIN_PREFIXES):
+        """Delete the chains named with `prefixes` found in `saved` (all tables) with one restore (none: only
+        report)."""
         script = []
         for table, text in saved_tables(saved):
             chains = [line[1:].split()[0] for line in text.splitlines()
-                      if line.startswith(":") and line[1:].startswith(CNI_CHAIN_PREFIXES)]
+                      if line.startswith(":") and line[1:].startswith(prefixes)]
             self.result["chains"].extend("%s/%s" % (table, c) for c in chains)
             if chains:
                 script.append(removal_script(table, text, chains))

@@ -116,6 +116,31 @@ def test_calicos_chains_that_jump_into_each_other_and_their_feeder_rules_go_away
     assert len(reset.result["chains"]) == 8 and "nat/cali-nat-outgoing" in reset.result["chains"]
 
 
+def test_kube_proxys_chains_go_away_where_it_ran_as_a_daemonset_and_left_no_program(netns):
+    """A kubeadm host's kube-proxy runs in a container: the node has no kube-proxy to run --cleanup with, and its
+    chains (and the kubelet's) would stay behind on a node that another cluster then owns."""
+    for table, builtin, chain in (("nat", "PREROUTING", "KUBE-SERVICES"), ("nat", "OUTPUT", "KUBE-SERVICES"),
+                                  ("nat", "POSTROUTING", "KUBE-POSTROUTING"), ("filter", "FORWARD", "KUBE-FORWARD"),
+                                  ("mangle", None, "KUBE-KUBELET-CANARY")):
+        if f":{chain} " not in _saved(netns):
+            _iptables(netns, "-t", table, "-N", chain)
+        if builtin:
+            _iptables(netns, "-t", table, "-A", builtin, "-m", "comment", "--comment", "kubernetes service portals",
+                      "-j", chain)
+    _iptables(netns, "-t", "nat", "-N", "KUBE-SVC-TCOU7JCQXEZGVUNU")
+    _iptables(netns, "-t", "nat", "-A", "KUBE-SERVICES", "-d", "10.96.0.10/32", "-p", "udp", "--dport", "53",
+              "-j", "KUBE-SVC-TCOU7JCQXEZGVUNU")
+    _iptables(netns, "-t", "filter", "-A", "FORWARD", "-s", "10.1.0.0/16", "-j", "ACCEPT")  # not ours
+    reset = Reset(NamespacedModule(netns))
+    reset.iptables("/nonexistent/kube-proxy")
+    saved = _saved(netns)
+    assert "KUBE-" not in saved and "10.96.0.10" not in saved, saved
+    assert "-A FORWARD -s 10.1.0.0/16 -j ACCEPT" in saved
+    assert sorted(reset.result["chains"]) == ["filter/KUBE-FORWARD", "mangle/KUBE-KUBELET-CANARY",
+                                              "nat/KUBE-POSTROUTING", "nat/KUBE-SERVICES",
+                                              "nat/KUBE-SVC-TCOU7JCQXEZGVUNU"]
+
+
 def test_the_pod_networks_devices_go_away(netns):
     subprocess.run(["ip", "-n", netns, "link", "add", "cilium_host", "type", "veth", "peer", "name", "cilium_net"],
                    check=True, timeout=60)

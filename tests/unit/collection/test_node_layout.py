@@ -11,7 +11,8 @@ from ansible_collections.kosmos.kubenest.plugins.module_utils.node_layout import
 )
 
 CLEARED = ["/etc/kubernetes", "/var/lib/kubelet", "/var/lib/cni", "/etc/cni/net.d/*",
-           "/etc/systemd/system/kubelet.service", "/etc/systemd/system/kube-proxy.service"]
+           "/etc/systemd/system/kubelet.service", "/etc/systemd/system/kubelet.service.d",
+           "/etc/systemd/system/kube-proxy.service"]
 
 # What `systemctl show` prints on a node the collection bootstrapped (roles/kubelet).
 SANDBOX_KUBELET = """LoadState=loaded
@@ -58,16 +59,50 @@ def test_a_node_the_collection_bootstrapped_is_one_promotion_handles():
                                 "cert-dir": "/var/lib/kubelet/pki"}
     assert layout["kube_proxy"]["flags"] == {"config": "/etc/kubernetes/kube-proxy-config.yaml"}
     assert layout["cni_files"] == ["10-kubenest.conflist"]
+    assert layout["keep"] == ["/etc/cni/net.d/10-kubenest.conflist", "/var/lib/kubelet/config.yaml"]
+    assert kubelet["masks"] == []
 
 
-def test_a_kubeadm_node_is_refused_naming_its_drop_in_and_flag_files():
+def test_a_kubeadm_node_is_promoted_with_its_drop_in_masked_and_its_flag_file_and_cni_kept():
     layout, problems = assess(parse_show(KUBEADM_KUBELET), KUBEADM_KUBELET_ARGV, parse_show(NO_UNIT), [],
                               ["10-bridge.conflist"], CLEARED)
+    assert problems == []
     assert layout["kube_proxy"] is None  # a DaemonSet: nothing of it on the node to keep
-    assert layout["kubelet"]["environment_files"] == ["/var/lib/kubelet/kubeadm-flags.env", "/etc/default/kubelet"]
-    assert len(problems) == 2
-    assert "drop-ins (/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf)" in problems[0]
-    assert "/var/lib/kubelet/kubeadm-flags.env, /etc/default/kubelet" in problems[1]
+    kubelet = layout["kubelet"]
+    assert kubelet["environment_files"] == ["/var/lib/kubelet/kubeadm-flags.env", "/etc/default/kubelet"]
+    assert kubelet["masks"] == ["/etc/systemd/system/kubelet.service.d/10-kubeadm.conf"]
+    # /etc/default/kubelet and the drop-in in /usr/lib are not cleared: they stay where they are
+    assert layout["keep"] == ["/etc/cni/net.d/10-bridge.conflist", "/var/lib/kubelet/config.yaml",
+                              "/var/lib/kubelet/kubeadm-flags.env"]
+
+
+def test_a_drop_in_of_the_admin_is_masked_and_kept_as_a_reset_clears_it():
+    admin = KUBEADM_KUBELET.replace(
+        "DropInPaths=/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf",
+        "DropInPaths=/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf "
+        "/etc/systemd/system/kubelet.service.d/20-site.conf")
+    layout, problems = assess(parse_show(admin), KUBEADM_KUBELET_ARGV, parse_show(NO_UNIT), [], [], CLEARED)
+    assert problems == []
+    assert layout["kubelet"]["masks"] == ["/etc/systemd/system/kubelet.service.d/10-kubeadm.conf",
+                                          "/etc/systemd/system/kubelet.service.d/20-site.conf"]
+    assert "/etc/systemd/system/kubelet.service.d/20-site.conf" in layout["keep"]
+
+
+def test_drop_ins_are_refused_where_a_reset_would_not_clear_their_masks():
+    cleared = [p for p in CLEARED if not p.endswith(".service.d")]
+    _layout, problems = assess(parse_show(KUBEADM_KUBELET), KUBEADM_KUBELET_ARGV, parse_show(NO_UNIT), [], [],
+                               cleared)
+    assert problems == [
+        "kubelet.service has drop-ins (/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf), but a reset does "
+        "not clear /etc/systemd/system/kubelet.service.d, where promotion masks them for the tenant's kubelet"]
+
+
+def test_a_kubelet_without_a_bootstrap_kubeconfig_is_refused_as_it_could_not_come_back():
+    argv = [a for a in SANDBOX_KUBELET_ARGV if not a.startswith("--bootstrap-kubeconfig")]
+    _layout, problems = assess(parse_show(SANDBOX_KUBELET), argv, parse_show(SANDBOX_PROXY), SANDBOX_PROXY_ARGV, [],
+                               CLEARED)
+    assert problems == ["the kubelet runs without --bootstrap-kubeconfig: a returned node could not bootstrap its "
+                        "host credentials"]
 
 
 def test_a_kubelet_that_does_not_run_under_systemd_is_refused():
@@ -97,7 +132,9 @@ def test_a_credential_outside_the_cleared_paths_is_refused_as_it_would_stay_on_t
 def test_a_kubelet_without_a_config_file_or_kubeconfig_is_refused():
     _layout, problems = assess(parse_show(SANDBOX_KUBELET), ["/usr/local/bin/kubelet", "--v=2"],
                                parse_show(NO_UNIT), [], [], CLEARED)
-    assert problems == ["the kubelet runs without --config", "the kubelet runs without --kubeconfig"]
+    assert problems == ["the kubelet runs without --config", "the kubelet runs without --kubeconfig",
+                        "the kubelet runs without --bootstrap-kubeconfig: a returned node could not bootstrap its "
+                        "host credentials"]
 
 
 def test_a_unit_running_something_else_is_refused():
