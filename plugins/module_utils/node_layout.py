@@ -19,6 +19,7 @@ and judge them.
 
 from __future__ import annotations
 
+import json
 import os
 
 # systemctl show properties read for each unit.
@@ -120,7 +121,8 @@ def _component(unit, argv, flag_names):
 
 
 def assess(kubelet_props, kubelet_argv, proxy_props, proxy_argv, cni_files, cleared_paths,
-           kubelet_unit="kubelet.service", kube_proxy_unit="kube-proxy.service", cni_conf_dir="/etc/cni/net.d"):
+           kubelet_unit="kubelet.service", kube_proxy_unit="kube-proxy.service", cni_conf_dir="/etc/cni/net.d",
+           cni_types=None, cni_bin_dirs=("/opt/cni/bin", "/usr/lib/cni")):
     """(layout, problems): what the node runs, and each reason promotion must leave it alone, in words that name
     what was found. Problems are empty for a layout promotion handles."""
     problems = []
@@ -154,16 +156,34 @@ def assess(kubelet_props, kubelet_argv, proxy_props, proxy_argv, cni_files, clea
                             % (kube_proxy_unit, ", ".join(proxy["drop_ins"])))
         problems.extend(_outside("kube-proxy", proxy["flags"], cleared_paths))
     layout = {"kubelet": kubelet, "kube_proxy": proxy, "cni_files": sorted(cni_files),
-              "keep": kept(kubelet, cni_files, cni_conf_dir, cleared_paths)}
+              "keep": kept(kubelet, cni_files, cni_conf_dir, cleared_paths, cni_types, cni_bin_dirs)}
     return layout, problems
 
 
-def kept(kubelet, cni_files, cni_conf_dir, cleared_paths):
+def cni_plugin_types(text):
+    """The plugin types a CNI configuration file names (a .conflist's plugins, or a .conf's one); None when it is
+    not a configuration that can be read."""
+    try:
+        conf = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(conf, dict):
+        return None
+    plugins = conf.get("plugins") if isinstance(conf.get("plugins"), list) else [conf]
+    return [plugin.get("type") for plugin in plugins if isinstance(plugin, dict) and plugin.get("type")]
+
+
+def kept(kubelet, cni_files, cni_conf_dir, cleared_paths, cni_types=None, cni_bin_dirs=()):
     """Files of the host's node configuration a reset clears and its return needs back: the kubelet's
     configuration file, flag files and drop-ins, and the CNI configuration. Never a kubeconfig or a certificate:
-    a returned kubelet bootstraps anew."""
+    a returned kubelet bootstraps anew. A CNI configuration whose plugin program the reset removes too (Cilium's,
+    Calico's) is its pod network agent's, which writes both again: put back before the agent runs, it would
+    name a program that is not there."""
     wanted = [kubelet["flags"].get("config", "")] + kubelet["environment_files"] + kubelet["drop_ins"]
-    wanted += [os.path.join(cni_conf_dir, name) for name in cni_files]
+    for name in cni_files:
+        types = (cni_types or {}).get(name) or []
+        if not any(is_cleared(os.path.join(d, t), cleared_paths) for t in types for d in cni_bin_dirs):
+            wanted.append(os.path.join(cni_conf_dir, name))
     return sorted({path for path in wanted if path and is_cleared(path, cleared_paths)})
 
 

@@ -44,6 +44,13 @@ options:
     description: Directory of the node's CNI configuration.
     type: path
     default: /etc/cni/net.d
+  cni_bin_dirs:
+    description:
+      - Directories of the node's CNI plugin programs. A CNI configuration whose plugin lies under
+        O(cleared_paths) belongs to a pod network agent that writes it again, and is not in RV(layout.keep).
+    type: list
+    elements: path
+    default: [/opt/cni/bin, /usr/lib/cni]
   cleared_paths:
     description:
       - Paths a reset of the node deletes (files, directories, or a directory's contents as C(DIR/*)); the
@@ -124,6 +131,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.kosmos.kubenest.plugins.module_utils.node_layout import (
     UNIT_PROPERTIES,
     assess,
+    cni_plugin_types,
     main_pid,
     parse_show,
 )
@@ -149,12 +157,22 @@ def command_line(pid):
     return [part.decode("utf-8", "surrogateescape") for part in raw.split(b"\0") if part]
 
 
+def cni_types(path):
+    """The plugin types of a CNI configuration file; None when it cannot be read."""
+    try:
+        with open(path) as handle:
+            return cni_plugin_types(handle.read(1 << 20))
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             kubelet_unit=dict(type="str", default="kubelet.service"),
             kube_proxy_unit=dict(type="str", default="kube-proxy.service"),
             cni_conf_dir=dict(type="path", default="/etc/cni/net.d"),
+            cni_bin_dirs=dict(type="list", elements="path", default=["/opt/cni/bin", "/usr/lib/cni"]),
             cleared_paths=dict(type="list", elements="path", required=True),
         ),
         supports_check_mode=True,
@@ -171,7 +189,9 @@ def main():
         module.fail_json(msg="cannot list %s: %s" % (p["cni_conf_dir"], exc))
     layout, problems = assess(kubelet, command_line(main_pid(kubelet)), proxy, command_line(main_pid(proxy)),
                               cni_files, p["cleared_paths"], kubelet_unit=p["kubelet_unit"],
-                              kube_proxy_unit=p["kube_proxy_unit"], cni_conf_dir=p["cni_conf_dir"])
+                              kube_proxy_unit=p["kube_proxy_unit"], cni_conf_dir=p["cni_conf_dir"],
+                              cni_types={name: cni_types(os.path.join(p["cni_conf_dir"], name)) for name in cni_files},
+                              cni_bin_dirs=p["cni_bin_dirs"])
     module.exit_json(changed=False, layout=layout, problems=problems)
 
 

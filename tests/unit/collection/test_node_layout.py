@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ansible_collections.kosmos.kubenest.plugins.module_utils.node_layout import (
     assess,
+    cni_plugin_types,
     environment_files,
     is_cleared,
     parse_flags,
@@ -160,3 +161,20 @@ def test_cleared_paths_cover_files_under_directories_and_the_contents_of_a_star_
 def test_environment_files_lose_their_ignore_errors_suffix():
     assert environment_files("/a b/env (ignore_errors=no)\n/c (ignore_errors=yes)") == ["/a b/env", "/c"]
     assert environment_files("") == []
+
+
+def test_a_pod_network_agents_cni_configuration_is_not_kept_as_the_reset_removes_its_program_too():
+    """Cilium's agent writes 05-cilium.conflist and installs cilium-cni (both cleared): put back before the agent
+    runs again, the configuration would name a program that is not there. The bridge plugin's stays."""
+    cleared = CLEARED + ["/usr/lib/cni/cilium-cni"]
+    cilium = '{"cniVersion": "0.3.1", "name": "cilium", "plugins": [{"type": "cilium-cni", "enable-debug": false}]}'
+    bridge = '{"cniVersion": "1.0.0", "name": "k", "plugins": [{"type": "bridge"}, {"type": "portmap"}]}'
+    types = {"05-cilium.conflist": cni_plugin_types(cilium), "10-bridge.conflist": cni_plugin_types(bridge),
+             "99-odd.conf": cni_plugin_types("not json")}
+    assert types == {"05-cilium.conflist": ["cilium-cni"], "10-bridge.conflist": ["bridge", "portmap"],
+                     "99-odd.conf": None}
+    layout, _problems = assess(parse_show(KUBEADM_KUBELET), KUBEADM_KUBELET_ARGV, parse_show(NO_UNIT), [],
+                               sorted(types), cleared, cni_types=types)
+    assert [p for p in layout["keep"] if p.startswith("/etc/cni/")] == ["/etc/cni/net.d/10-bridge.conflist",
+                                                                        "/etc/cni/net.d/99-odd.conf"]
+    assert cni_plugin_types('{"type": "calico"}') == ["calico"]
