@@ -10,7 +10,7 @@ export KUBENEST_CACHE ?= $(HOME)/.cache/kubenest
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 # KUBENEST_HOST=kubeadm: the host cluster is upstream kubeadm's on bare machines (sandbox/kubeadm), the agent
-# installed over SSH; the operator and the sample are not deployed there yet.
+# installed over SSH; the in-cluster operator and the sample are not deployed there (README's quick start does).
 KUBENEST_HOST ?= collection
 up: install k8s images
 ifeq ($(KUBENEST_HOST),kubeadm)
@@ -30,7 +30,7 @@ down:
 	  .sandbox/sample.kubeconfig .sandbox/operator.log .sandbox/operator.pid .sandbox/operator.mode .sandbox/operator-install.json \
 	  .sandbox/host.json .sandbox/kubeadm
 
-.PHONY: help install system-deps lint ruff ansible-lint sanity unit integration integration-agent integration-early integration-images e2e prebuild prebuild-images prebuild-machines test test-long bench conformance k8s cilium runtime images operator-image apiserver up down clean
+.PHONY: help install system-deps lint ruff ansible-lint sanity unit integration integration-agent integration-early integration-images e2e prebuild prebuild-images prebuild-machines test test-long bench conformance k8s cilium runtime images operator-image push-images apiserver up down clean
 
 help:
 	@echo "make up        local sandbox host cluster, operator and a sample virtual cluster"
@@ -43,6 +43,7 @@ help:
 	@echo "make runtime   build (or reuse) the machines' containerd and runc; prints their directory"
 	@echo "make images    build (or reuse) OCI archives of the control-plane and pause images; prints their directory"
 	@echo "make operator-image  build (or reuse) the operator's OCI archive (Python rootfs + collection); prints its path"
+	@echo "make push-images REGISTRY=host[:port][/path] [REGISTRY_CERT_DIR=DIR]  every image, the operator's too, into your registry"
 	@echo "make apiserver run a real etcd + kube-apiserver on loopback in the foreground (Ctrl-C stops it)"
 	@echo "make down      remove the sandbox"
 
@@ -148,6 +149,10 @@ images: install k8s cilium
 
 operator-image: install
 	@$(PY) sandbox/images/operator_image.py
+
+# The images in a registry of your own (README, "Use it on your own cluster"); prints each reference written.
+push-images: install k8s images
+	@$(PY) -m sandbox.registry publish "$(REGISTRY)" $(if $(REGISTRY_CERT_DIR),--cert-dir "$(REGISTRY_CERT_DIR)")
 
 apiserver: install k8s
 	@$(PY) -m tests.support.apiserver

@@ -68,9 +68,11 @@ def main(argv=None) -> int:
     serve.add_argument("--log-level", help="DEBUG, INFO, WARNING ...")
     serve.set_defaults(func=_serve)
 
-    certs = sub.add_parser("certs", help="write a development PKI (CA, node server cert, controller client cert)")
+    certs = sub.add_parser(
+        "certs", help="write the agents' CA and the controller's client pair, and a node's server pair with --node "
+                      "(an existing CA and client pair are kept)")
     certs.add_argument("--out", required=True, help="directory for the PKI files")
-    certs.add_argument("--node", required=True, help="node name (certificate CN and DNS SAN)")
+    certs.add_argument("--node", help="node name (certificate CN and DNS SAN) of a server pair to issue")
     certs.add_argument("--ip", action="append", help="IP SAN for the node (repeatable)")
     certs.set_defaults(func=_certs)
 

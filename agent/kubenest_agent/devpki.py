@@ -97,8 +97,9 @@ def load_pair(directory: Path, stem: str):
     return cert, key
 
 
-def ensure_dev_pki(out: Path, node: str, ips=(), client_name: str = DEFAULT_CLIENT_NAME) -> dict:
-    """Create or reuse the CA and client cert in ``out``; (re)issue the node's server cert."""
+def ensure_dev_pki(out: Path, node: str | None, ips=(), client_name: str = DEFAULT_CLIENT_NAME) -> dict:
+    """Create or reuse the CA and client cert in ``out``; (re)issue the node's server cert. Without a node, only
+    the CA and the client pair: playbooks/install_agent.yml issues each node's certificate from the CA."""
     out.mkdir(parents=True, exist_ok=True)
     os.chmod(out, 0o700)
     if (out / "ca.crt").exists() and (out / "ca.key").exists():
@@ -109,7 +110,10 @@ def ensure_dev_pki(out: Path, node: str, ips=(), client_name: str = DEFAULT_CLIE
     if not (out / "client.crt").exists():
         cert, key = issue(ca_cert, ca_key, client_name, server=False)
         write_pair(out, "client", cert, key)
+    paths = {"ca": str(out / "ca.crt"), "ca_path": str(out / "ca"), "client_cert": str(out / "client.crt"),
+             "client_key": str(out / "client.key")}
+    if node is None:
+        return paths
     cert, key = issue(ca_cert, ca_key, node, server=True, dns=[node], ips=ips)
     write_pair(out, node, cert, key)
-    return {"ca": str(out / "ca.crt"), "cert": str(out / f"{node}.crt"), "key": str(out / f"{node}.key"),
-            "client_cert": str(out / "client.crt"), "client_key": str(out / "client.key")}
+    return {**paths, "cert": str(out / f"{node}.crt"), "key": str(out / f"{node}.key")}

@@ -1,13 +1,17 @@
-"""python -m sandbox.registry {up,down,push,status}: the sandbox's registry on its machines' bridge.
+"""python -m sandbox.registry {up,down,push,status,publish}: the sandbox's registry on its machines' bridge, and
+the images in a registry of your own.
 
 `up` starts it (CA and certificate issued on first use) on the bridge's host address, port
 KUBENEST_REGISTRY_PORT (5443); `push DIR` pushes the archives of an image directory (`make images`, or the
-conformance images) that it lacks; `down` stops it; `status` exits 0 while it answers.
+conformance images) that it lacks; `down` stops it; `status` exits 0 while it answers. `publish REGISTRY`
+(`make push-images`) copies every image `make images` builds and the operator image to REGISTRY
+(host[:port][/path]), as <REGISTRY>/<name>:<tag>, with skopeo; it needs no sandbox.
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -19,6 +23,31 @@ from . import of
 from .server import RegistryError, answers, start, stop
 
 
+def _publish(args: argparse.Namespace) -> int:
+    from sandbox.images import operator_image
+    from sandbox.machines.config import REPO_ROOT
+
+    from .publish import check_registry, publish
+    from .push import Archive, archives_of
+
+    registry = check_registry(args.registry)  # before any build
+    images_dir = args.images
+    if images_dir is None:
+        proc = subprocess.run([sys.executable, "sandbox/images/build_images.py"], cwd=REPO_ROOT, capture_output=True,
+                              text=True, check=False)
+        if proc.returncode != 0:
+            raise RegistryError(f"make images failed:\n{proc.stderr[-3000:]}")
+        images_dir = Path(proc.stdout.strip().splitlines()[-1])
+    operator = operator_image.ensure_archive(from_env().cache_dir)
+    operator_ref = f"{operator_image.oci.REGISTRY}/{operator_image.NAME}:{operator_image.version()}"
+    t0 = time.monotonic()
+    written = publish([*archives_of(images_dir), Archive(operator, (operator_ref,), "")], registry, args.cert_dir)
+    for ref in written:
+        print(ref)
+    print(f"{len(written)} image reference(s) in {registry} ({time.monotonic() - t0:.1f}s)", file=sys.stderr)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sandbox.registry", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -27,8 +56,17 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("status", help="exit 0 while the registry answers")
     push_parser = sub.add_parser("push", help="push the image archives of a directory the registry lacks")
     push_parser.add_argument("images_dir", type=Path)
+    publish_parser = sub.add_parser("publish", help="copy the collection's images to a registry of your own")
+    publish_parser.add_argument("registry",
+                                help="host[:port][/path] the images go to, e.g. registry.example.com/kubenest")
+    publish_parser.add_argument("--cert-dir", type=Path, default=None,
+                                help="skopeo's certificate directory for that registry (its CA as ca.crt)")
+    publish_parser.add_argument("--images", type=Path, default=None,
+                                help="image directory (default: the one `make images` fills)")
     args = parser.parse_args(argv)
     try:
+        if args.command == "publish":
+            return _publish(args)
         reg = of(from_env())
         if args.command == "down":
             print("registry stopped" if stop(reg) else "registry was not running")

@@ -4,6 +4,7 @@ kubelet role's hosts.toml through which a real containerd pulls from it under th
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import pytest
 from sandbox.images import build_images as oci
 from sandbox.registry import NAME
 from sandbox.registry import pki as registry_pki
+from sandbox.registry.publish import publish
 from sandbox.registry.push import Archive, push
 from sandbox.registry.server import Registry, RegistryError, answers, manifest_digest, pid, start, stop
 from tests.support.playbook import run_playbook, write_play
@@ -84,6 +86,34 @@ def test_an_archive_that_names_its_image_twice_is_pushed_under_both_names(regist
     assert manifest_digest(registry, "twice-named", "1.0") == manifest_digest(registry, "twice-named", "2.0") == \
         manifest.digest
     assert push(registry, [pair]) == []
+
+
+def test_images_are_published_under_a_sites_registry_path_with_their_digests(registry, image):
+    """make push-images REGISTRY=<host>/site/kubenest: each name of each archive under that path, the digest the
+    build wrote, through the registry's CA; a second run writes the same references again."""
+    site = f"{registry.host}/site/kubenest"
+    written = publish([image], site, registry.trust_dir)
+    assert written == [f"{site}/registry-probe:1.0", f"{site}/probes/registry-probe:latest"]
+    assert manifest_digest(registry, "site/kubenest/registry-probe", "1.0") == image.manifest_digest
+    assert manifest_digest(registry, "site/kubenest/probes/registry-probe", "latest") == image.manifest_digest
+    assert publish([image], site + "/", registry.trust_dir) == written
+
+
+@pytest.mark.parametrize("bad, why", [
+    ("", "no registry given"), ("https://registry.example.com", "without a scheme"),
+    ("Registry.example.com/x", "is not host[:port][/path]"), ("registry.example.com/x:1.0", "is not host"),
+])
+def test_a_registry_that_is_not_host_port_path_is_refused_before_any_copy(registry, image, bad, why):
+    with pytest.raises(RegistryError, match=re.escape(why)):
+        publish([image], bad, registry.trust_dir)
+
+
+def test_publishing_without_the_registrys_ca_fails_naming_the_reference(registry, image, tmp_path):
+    with pytest.raises(RegistryError, match="certificate directory .* does not exist"):
+        publish([image], f"{registry.host}/elsewhere", tmp_path / "missing")
+    with pytest.raises(RegistryError, match=f"skopeo could not copy {re.escape(registry.host)}/elsewhere/"):
+        publish([image], f"{registry.host}/elsewhere", None)
+    assert manifest_digest(registry, "elsewhere/registry-probe", "1.0") is None
 
 
 def test_the_registry_refuses_clients_without_its_ca(registry):

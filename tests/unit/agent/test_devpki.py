@@ -39,3 +39,16 @@ def test_client_identity_and_key_permissions(tmp_path):
     assert client.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == "kubenest-controller"
     for key in tmp_path.glob("*.key"):
         assert stat.S_IMODE(key.stat().st_mode) == 0o600
+
+
+def test_without_a_node_only_the_ca_and_the_client_pair_are_written_and_kept(tmp_path):
+    """`kubenest-agent certs --out DIR` before playbooks/install_agent.yml, which issues each node's pair."""
+    from kubenest_agent.cli import main
+
+    assert main(["certs", "--out", str(tmp_path)]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ca.crt", "ca.key", "client.crt", "client.key"]
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    paths = ensure_dev_pki(tmp_path, None)
+    assert paths["ca_path"] == str(tmp_path / "ca") and "cert" not in paths
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    assert _cert(tmp_path / "client.crt").issuer == _cert(tmp_path / "ca.crt").subject
