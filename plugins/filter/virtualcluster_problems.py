@@ -56,6 +56,7 @@ from ansible_collections.kosmos.kubenest.plugins.plugin_utils.references import 
 
 POD_NETWORKS = ("cilium", "calico", "bridge")
 MEMBER_COUNTS = (1, 3)
+SERVICE_TYPES = ("NodePort", "LoadBalancer")
 
 
 def _checks(request, allowed_registries):
@@ -80,6 +81,9 @@ def _checks(request, allowed_registries):
         yield lambda: _fail("etcdMembers must be one of %s, got %r" % (", ".join(map(str, MEMBER_COUNTS)), members))
     if spec.get("podNetwork", "cilium") not in POD_NETWORKS:
         yield lambda: _fail("podNetwork must be one of %s, got %r" % (", ".join(POD_NETWORKS), spec.get("podNetwork")))
+    if spec.get("apiServerServiceType", "NodePort") not in SERVICE_TYPES:
+        yield lambda: _fail("apiServerServiceType must be one of %s, got %r"
+                            % (", ".join(SERVICE_TYPES), spec.get("apiServerServiceType")))
     if request.get("etcd_restore"):
         yield lambda: _check_restore(request["etcd_restore"])
 

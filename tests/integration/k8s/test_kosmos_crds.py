@@ -65,6 +65,15 @@ def test_seed_example_is_accepted_verbatim_and_defaulted(kosmos):
     assert "kubernetesVersion" not in created["spec"]
     assert created["spec"]["imageRepository"] == "kubenest.local"
     assert created["spec"]["etcdMembers"] == 1
+    assert created["spec"]["apiServerServiceType"] == "NodePort"
+
+
+def test_the_api_server_service_type_is_fixed_once_set(kosmos):
+    created = _create(kosmos, _vc("balanced", {"apiServerServiceType": "LoadBalancer"}))
+    created["spec"]["apiServerServiceType"] = "NodePort"
+    with pytest.raises(ApiException) as refused:
+        kosmos.replace_namespaced_custom_object(GROUP, VERSION, "vc-tests", "virtualclusters", "balanced", created)
+    assert "apiServerServiceType cannot change once set" in refused.value.body
 
 
 def test_proposal_form_with_node_names_is_accepted(kosmos):
@@ -98,6 +107,7 @@ def test_proposal_form_with_resources_is_accepted_verbatim(kosmos):
                     "promoteResources": {"nodes": ["n1"]}}, "spec"),
     ("bad-version", {"kubernetesVersion": "latest"}, "spec.kubernetesVersion"),
     ("two-members", {"etcdMembers": 2}, "spec.etcdMembers"),
+    ("cluster-ip", {"apiServerServiceType": "ClusterIP"}, "spec.apiServerServiceType"),
     ("unknown-field", {"nodeCont": 3}, "spec.nodeCont"),
 ])
 def test_bad_specs_are_refused_naming_the_field(kosmos, name, spec, field):

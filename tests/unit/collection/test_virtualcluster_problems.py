@@ -41,6 +41,7 @@ def test_a_good_request_has_no_problems():
     ({"spec": {"etcdMembers": 2}}, "etcdMembers must be one of 1, 3"),
     ({"spec": {"etcdMembers": "3"}}, "etcdMembers must be one of 1, 3"),
     ({"spec": {"etcdMembers": True}}, "etcdMembers must be one of 1, 3"),
+    ({"spec": {"apiServerServiceType": "ClusterIP"}}, "apiServerServiceType must be one of NodePort, LoadBalancer"),
 ])
 def test_each_problem_is_named(change, expected):
     problems = virtualcluster_problems(dict(GOOD, **change))

@@ -1,0 +1,179 @@
+"""Tenant control planes on a dedicated pool of host workers, reached through a NodePort of the pool or the host's
+load balancer, never tied to the host's control-plane node.
+
+The load balancer is the sandbox's stand-in for a platform's own (sandbox/loadbalancer.py: an address on the
+sandbox's bridge, proxied to the Service's NodePorts); the first test shows it keeps the contract the collection
+relies on.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.parse
+
+import pytest
+import yaml
+from kubernetes import client as k8s
+
+from sandbox.operator import write_site_vars
+from tests.support.virtualclusters import (
+    REPO_ROOT,
+    OperatorProcess,
+    condition,
+    create_vc,
+    delete_vc,
+    ensure_namespace,
+    get_vc,
+    install_crds,
+    sandbox_operator_paused,
+    tenant_client,
+    wait_for,
+    wait_ready,
+)
+
+NS = "kubenest-e2e-placement"
+POOL_LABEL = "kubenest.io/pool"
+POOL_VALUE = "control-plane"
+PLACEMENT = {
+    "kubenest_control_plane_node_selector": {POOL_LABEL: POOL_VALUE},
+    "kubenest_control_plane_tolerations": [{"key": POOL_LABEL, "operator": "Equal", "value": POOL_VALUE,
+                                            "effect": "NoSchedule"}],
+    # The pool has no local volumes (those are on the control-plane machine): etcd in an emptyDir.
+    "etcd_hosted_ephemeral": True,
+    # Not the default 120 s: the test of a host without a load balancer waits for it to pass.
+    "control_plane_hosted_load_balancer_timeout": 20,
+}
+TAINT = {"key": POOL_LABEL, "value": POOL_VALUE, "effect": "NoSchedule"}
+
+
+def _bridge_addresses(bridge: str) -> set[str]:
+    out = subprocess.run(["ip", "-o", "-4", "addr", "show", "dev", bridge], capture_output=True, text=True,
+                         check=True).stdout
+    return {line.split()[3].split("/")[0] for line in out.splitlines()}
+
+
+@pytest.fixture(scope="module")
+def pool_node(host_cluster):
+    """The last worker as a pool that only control planes use: labelled and tainted, given back afterwards."""
+    sb, api = host_cluster
+    node = [n for n in sb.nodes if n.role == "workers"][-1]
+    core = k8s.CoreV1Api(api)
+    taints = core.read_node(node.name).spec.taints or []
+    core.patch_node(node.name, {"metadata": {"labels": {POOL_LABEL: POOL_VALUE}},
+                                "spec": {"taints": [t.to_dict() for t in taints] + [TAINT]}})
+    yield node
+    taints = [t.to_dict() for t in core.read_node(node.name).spec.taints or [] if t.key != POOL_LABEL]
+    core.patch_node(node.name, {"metadata": {"labels": {POOL_LABEL: None}}, "spec": {"taints": taints or None}})
+
+
+@pytest.fixture(scope="module")
+def load_balancer(host_cluster, tmp_path_factory):
+    """The sandbox's load-balancer stand-in, for this module only."""
+    log = tmp_path_factory.mktemp("loadbalancer") / "loadbalancer.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "sandbox.loadbalancer"], cwd=REPO_ROOT, stdout=out,
+                                stderr=subprocess.STDOUT)
+    time.sleep(1)
+    assert proc.poll() is None, log.read_text()
+    yield proc, log
+    proc.send_signal(signal.SIGCONT)
+    proc.terminate()
+    proc.wait(30)
+
+
+@pytest.fixture(scope="module")
+def operator(host_cluster, pool_node, load_balancer, tmp_path_factory):
+    sb, api = host_cluster
+    kubeconfig = sb.state_dir / "kubeconfig"
+    install_crds(kubeconfig)
+    log_dir = tmp_path_factory.mktemp("operator")
+    site = yaml.safe_load(write_site_vars(sb.state_dir).read_text())
+    site_vars = log_dir / "site-vars.yml"
+    site_vars.write_text(yaml.safe_dump({**site, **PLACEMENT}))
+    with sandbox_operator_paused():
+        ensure_namespace(api, NS)
+        proc = OperatorProcess(kubeconfig, log_dir, "--site-vars", str(site_vars)).start()
+        yield proc, api
+        for name in ("pool-lb", "pool-np", "pool-nolb"):
+            delete_vc(api, NS, name)
+        proc.stop()
+
+
+def _pods_nodes(api, name: str) -> dict[str, str]:
+    pods = k8s.CoreV1Api(api).list_namespaced_pod(NS, label_selector=f"kosmos.io/virtualcluster={name}").items
+    return {p.metadata.name: p.spec.node_name for p in pods}
+
+
+def _server_names(host: str, port: int) -> list[str]:
+    """The addresses the serving certificate names, read from the TLS handshake."""
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    with socket.create_connection((host, port), timeout=5) as raw, context.wrap_socket(raw) as tls:
+        der = tls.getpeercert(binary_form=True)
+    from cryptography import x509
+    sans = x509.load_der_x509_certificate(der).extensions.get_extension_for_class(x509.SubjectAlternativeName)
+    return [str(ip) for ip in sans.value.get_values_for_type(x509.IPAddress)]
+
+
+def test_control_planes_run_on_the_pool_behind_a_load_balancer_or_the_pools_node_port(
+        host_cluster, operator, pool_node):
+    sb, _api = host_cluster
+    _proc, api = operator
+    started = time.monotonic()
+    create_vc(api, NS, "pool-lb", {"apiServerServiceType": "LoadBalancer"})
+    create_vc(api, NS, "pool-np", {})
+    balanced, plain = wait_ready(api, NS, "pool-lb"), wait_ready(api, NS, "pool-np")
+    print(f"\nboth Ready in {time.monotonic() - started:.0f}s")
+
+    for name in ("pool-lb", "pool-np"):
+        placed = _pods_nodes(api, name)
+        assert len(placed) == 4 and set(placed.values()) == {pool_node.name}, placed
+
+    # Behind the load balancer: its address at the Service port, in the status and in the kubeconfig.
+    service = k8s.CoreV1Api(api).read_namespaced_service("pool-lb-apiserver", NS)
+    ingress = service.status.load_balancer.ingress
+    assert len(ingress) == 1 and ingress[0].ip_mode == "Proxy"
+    assert ingress[0].ip in _bridge_addresses(sb.bridge)
+    assert balanced["status"]["endpoint"] == f"https://{ingress[0].ip}:6443"
+    assert {ingress[0].ip, pool_node.ip} <= set(_server_names(ingress[0].ip, 6443))
+    tenant, config = tenant_client(balanced, api)
+    assert config["clusters"][0]["cluster"]["server"] == balanced["status"]["endpoint"]
+    assert k8s.CoreV1Api(tenant).read_namespace("default").status.phase == "Active"
+
+    # NodePort: the pool node's address, not the control-plane node's; the certificate names the pool.
+    endpoint = urllib.parse.urlsplit(plain["status"]["endpoint"])
+    control_plane_ips = {n.ip for n in sb.nodes if n.role == "control_plane"}
+    assert endpoint.hostname == pool_node.ip and endpoint.hostname not in control_plane_ips
+    assert pool_node.ip in _server_names(endpoint.hostname, endpoint.port)
+    assert k8s.CoreV1Api(tenant_client(plain, api)[0]).read_namespace("default").status.phase == "Active"
+
+    # The stand-in gives the address back with the Service.
+    delete_vc(api, NS, "pool-lb")
+    wait_for(lambda: ingress[0].ip not in _bridge_addresses(sb.bridge), 30,
+             "the load balancer to release the deleted Service's address")
+    assert "pool-lb-apiserver" not in {s.metadata.name for s in k8s.CoreV1Api(api).list_namespaced_service(NS).items}
+
+
+def test_without_a_load_balancer_the_run_fails_saying_what_the_host_lacks(operator, load_balancer):
+    _proc, api = operator
+    balancer, _log = load_balancer
+    balancer.send_signal(signal.SIGSTOP)  # a host without a load-balancer controller, for a while
+    try:
+        create_vc(api, NS, "pool-nolb", {"apiServerServiceType": "LoadBalancer"})
+
+        def failing():
+            ready = condition(get_vc(api, NS, "pool-nolb"), "Ready")
+            return ready if "no address in" in ready.get("message", "") else None
+
+        ready = wait_for(failing, 240, "pool-nolb to fail for want of a load balancer")
+        assert ready["status"] == "False"
+        assert "needs a load-balancer controller" in ready["message"], ready
+    finally:
+        balancer.send_signal(signal.SIGCONT)
+    wait_ready(api, NS, "pool-nolb")  # the next run, with the controller back
+    delete_vc(api, NS, "pool-nolb")
