@@ -68,6 +68,25 @@ def agent_pins_of(node):
     return list(((node.get("status") or {}).get("agent") or {}).get("certificateSHA256") or [])
 
 
+def address_of(node):
+    return (node.get("spec") or {}).get("nodeIP") or ""
+
+
+def address_conflicts(globalnodes):
+    """Why each node whose address another GlobalNode reports too must not be promoted, by name.
+
+    A node's address comes from what its kubelet reports; a node that reports another's could have runs for
+    that node connect to it. Neither of the two is promoted until one address is one node again.
+    """
+    by_address = {}
+    for node in globalnodes:
+        if address_of(node):
+            by_address.setdefault(address_of(node), []).append(name_of(node))
+    return dict((name, "its address %s is also GlobalNode %s's (spec.nodeIP); no node is promoted while two "
+                       "report one address" % (address, ", ".join(sorted(n for n in names if n != name))))
+                for address, names in by_address.items() if len(names) > 1 for name in names)
+
+
 def owned_by(node, owner):
     return state_of(node) in OWNED and owner_of(node) == owner
 
@@ -117,9 +136,14 @@ def plan_claim(globalnodes, owner, policies=None, names=None, exclude=(), blocke
     taken = set()
     # Nodes that are or will be out of the host cluster whatever this plan chooses.
     gone = set(name_of(n) for n in globalnodes if state_of(n) != FREE)
+    conflicts = address_conflicts(globalnodes)
 
     def refusal(name):
-        return protected(name, gone | taken) if protected is not None and name not in mine else None
+        if name in mine:
+            return None
+        if name in conflicts:
+            return conflicts[name]
+        return protected(name, gone | taken) if protected is not None else None
 
     def take(name):
         taken.add(name)

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import datetime
+import hashlib
 import ipaddress
 import traceback
 from collections import namedtuple
@@ -29,6 +30,22 @@ RENEW_BEFORE_DAYS = 30
 CLOCK_SKEW = datetime.timedelta(minutes=5)
 
 CertAndKey = namedtuple("CertAndKey", ["cert", "key"])
+# X.509 (RFC 5280) caps a common name at 64 characters, and cryptography refuses longer ones.
+COMMON_NAME_MAX = 64
+CA_NAME_DIGEST = 16
+
+
+def ca_common_name(common_name):
+    """A CA's common name as issued: unchanged up to 64 characters, else its first 47 and a digest of all of it.
+
+    A CA's name only labels it (nothing authenticates by it), and CA names carry the tenant's namespace and name,
+    which together may pass 64 characters. Leaf names are identities (system:node:<name>) and are never
+    shortened: a leaf name that is too long is an error.
+    """
+    if len(common_name) <= COMMON_NAME_MAX:
+        return common_name
+    digest = hashlib.sha256(common_name.encode("utf-8")).hexdigest()[:CA_NAME_DIGEST]
+    return "%s-%s" % (common_name[:COMMON_NAME_MAX - CA_NAME_DIGEST - 1], digest)
 
 
 def generate_private_key(key_type="rsa", rsa_key_size=RSA_KEY_SIZE):
@@ -41,6 +58,9 @@ def generate_private_key(key_type="rsa", rsa_key_size=RSA_KEY_SIZE):
 
 
 def _name(common_name, organizations=()):
+    if not 0 < len(common_name) <= COMMON_NAME_MAX:
+        raise ValueError("common name %r must have 1 to %d characters, not %d"
+                         % (common_name, COMMON_NAME_MAX, len(common_name)))
     attributes = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, org) for org in organizations]
     attributes.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
     return x509.Name(attributes)
@@ -76,6 +96,7 @@ def new_ca(common_name, validity_days=CA_VALIDITY_DAYS, key=None, key_type="rsa"
     key = key or generate_private_key(key_type)
     not_before, not_after = _validity(validity_days)
     public_key = key.public_key()
+    common_name = ca_common_name(common_name)
     builder = (
         x509.CertificateBuilder()
         .subject_name(_name(common_name))
@@ -235,7 +256,7 @@ def key_matches(cert, key):
 def wanted_spec(common_name, organizations=(), dns_names=(), ip_addresses=(), usages=("client",), is_ca=False):
     """The certificate_spec() a certificate issued with these arguments has, for comparison."""
     return {
-        "common_name": common_name,
+        "common_name": ca_common_name(common_name) if is_ca else common_name,
         "organizations": sorted(organizations),
         "dns_names": sorted(dns_names),
         "ip_addresses": sorted(str(ipaddress.ip_address(ip)) for ip in ip_addresses),

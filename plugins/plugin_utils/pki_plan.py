@@ -31,6 +31,10 @@ def problems_of(p):
                 problems.append("certificates: %s names ca %r, which is not an earlier CA" % (name, cert["ca"]))
             if not cert["usages"]:
                 problems.append("certificates: %s needs at least one of the usages server, client" % name)
+            # A leaf's name is an identity and is not shortened (a CA's is: pki.ca_common_name).
+            if not 0 < len(cert["common_name"]) <= pki.COMMON_NAME_MAX:
+                problems.append("certificates: %s: common name %r must have 1 to %d characters"
+                                % (name, cert["common_name"], pki.COMMON_NAME_MAX))
         for ip in cert["ip_addresses"]:
             try:
                 ipaddress.ip_address(ip)

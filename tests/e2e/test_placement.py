@@ -8,6 +8,7 @@ relies on.
 
 from __future__ import annotations
 
+import base64
 import signal
 import socket
 import ssl
@@ -18,6 +19,7 @@ import urllib.parse
 
 import pytest
 import yaml
+from cryptography import x509
 from kubernetes import client as k8s
 
 from sandbox.operator import write_site_vars
@@ -37,6 +39,10 @@ from tests.support.virtualclusters import (
 )
 
 NS = "kubenest-e2e-placement"
+# The NodePort tenant also has the longest namespace and name there are: its CAs' common names, which carry
+# both, pass X.509's 64 characters.
+LONG_NS = "kubenest-e2e-placement-" + "l" * 40
+LONG_NAME = "pool-np-" + "n" * 32
 POOL_LABEL = "kubenest.io/pool"
 POOL_VALUE = "control-plane"
 PLACEMENT = {
@@ -97,15 +103,17 @@ def operator(host_cluster, pool_node, load_balancer, tmp_path_factory):
     site_vars.write_text(yaml.safe_dump({**site, **PLACEMENT}))
     with sandbox_operator_paused():
         ensure_namespace(api, NS)
+        ensure_namespace(api, LONG_NS)
         proc = OperatorProcess(kubeconfig, log_dir, "--site-vars", str(site_vars)).start()
         yield proc, api
-        for name in ("pool-lb", "pool-np", "pool-nolb"):
+        for name in ("pool-lb", "pool-nolb"):
             delete_vc(api, NS, name)
+        delete_vc(api, LONG_NS, LONG_NAME)
         proc.stop()
 
 
-def _pods_nodes(api, name: str) -> dict[str, str]:
-    pods = k8s.CoreV1Api(api).list_namespaced_pod(NS, label_selector=f"kosmos.io/virtualcluster={name}").items
+def _pods_nodes(api, namespace: str, name: str) -> dict[str, str]:
+    pods = k8s.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=f"kosmos.io/virtualcluster={name}").items
     return {p.metadata.name: p.spec.node_name for p in pods}
 
 
@@ -115,7 +123,6 @@ def _server_names(host: str, port: int) -> list[str]:
     context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
     with socket.create_connection((host, port), timeout=5) as raw, context.wrap_socket(raw) as tls:
         der = tls.getpeercert(binary_form=True)
-    from cryptography import x509
     sans = x509.load_der_x509_certificate(der).extensions.get_extension_for_class(x509.SubjectAlternativeName)
     return [str(ip) for ip in sans.value.get_values_for_type(x509.IPAddress)]
 
@@ -126,12 +133,12 @@ def test_control_planes_run_on_the_pool_behind_a_load_balancer_or_the_pools_node
     _proc, api = operator
     started = time.monotonic()
     create_vc(api, NS, "pool-lb", {"apiServerServiceType": "LoadBalancer"})
-    create_vc(api, NS, "pool-np", {})
-    balanced, plain = wait_ready(api, NS, "pool-lb"), wait_ready(api, NS, "pool-np")
+    create_vc(api, LONG_NS, LONG_NAME, {})
+    balanced, plain = wait_ready(api, NS, "pool-lb"), wait_ready(api, LONG_NS, LONG_NAME)
     print(f"\nboth Ready in {time.monotonic() - started:.0f}s")
 
-    for name in ("pool-lb", "pool-np"):
-        placed = _pods_nodes(api, name)
+    for namespace, name in ((NS, "pool-lb"), (LONG_NS, LONG_NAME)):
+        placed = _pods_nodes(api, namespace, name)
         assert len(placed) == 4 and set(placed.values()) == {pool_node.name}, placed
 
     # Behind the load balancer: its address at the Service port, in the status and in the kubeconfig.
@@ -150,6 +157,9 @@ def test_control_planes_run_on_the_pool_behind_a_load_balancer_or_the_pools_node
     control_plane_ips = {n.ip for n in sb.nodes if n.role == "control_plane"}
     assert endpoint.hostname == pool_node.ip and endpoint.hostname not in control_plane_ips
     assert pool_node.ip in _server_names(endpoint.hostname, endpoint.port)
+    ca = k8s.CoreV1Api(api).read_namespaced_secret(f"{LONG_NAME}-pki", LONG_NS).data["ca.crt"]
+    common_name = x509.load_pem_x509_certificate(base64.b64decode(ca)).subject.rfc4514_string()
+    assert common_name.startswith(f"CN=kubenest-vc-ca-{LONG_NS[:32]}") and len(common_name) == len("CN=") + 64
     assert k8s.CoreV1Api(tenant_client(plain, api)[0]).read_namespace("default").status.phase == "Active"
 
     # The stand-in gives the address back with the Service.

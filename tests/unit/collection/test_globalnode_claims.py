@@ -149,3 +149,27 @@ def test_recording_certificates_in_place_keeps_the_time_the_state_began():
     held["status"]["stateSince"] = "2026-01-01T00:00:00Z"
     patch = gn.transition_patch(held, "t/vc1", gn.RETURNING, "AgentCertificateRenewal", "", pins=[OLD, NEW])
     assert patch["status"]["stateSince"] == "2026-01-01T00:00:00Z"
+
+
+def _at(global_node, address):
+    global_node["spec"]["nodeIP"] = address
+    return global_node
+
+
+def test_two_nodes_reporting_one_address_are_never_promoted_by_name_or_by_policy():
+    # A kubelet that reports another node's address would have runs meant for that node connect to it.
+    nodes = [_at(node("w1", labels={"pool": "a"}), "192.0.2.11"), _at(node("w2", labels={"pool": "a"}), "192.0.2.11"),
+             _at(node("w3", labels={"pool": "a"}), "192.0.2.13")]
+    plan = gn.plan_claim(nodes, OWNER, names=["w1"])
+    assert plan.add == [] and plan.shortfall == [
+        (1, "w1 stays in the host: its address 192.0.2.11 is also GlobalNode w2's (spec.nodeIP); no node is "
+            "promoted while two report one address")]
+    plan = gn.plan_claim(nodes, OWNER, policies=[policy(2, pool="a")])
+    assert plan.add == ["w3"] and not plan.satisfied
+    assert "w1 stays in the host: its address 192.0.2.11 is also GlobalNode w2's" in plan.message()
+
+
+def test_a_node_already_held_is_kept_when_another_reports_its_address():
+    nodes = [_at(node("w1", "occupied", OWNER), "192.0.2.11"), _at(node("w2"), "192.0.2.11")]
+    plan = gn.plan_claim(nodes, OWNER, names=["w1"])
+    assert plan.keep == ["w1"] and plan.satisfied
