@@ -30,7 +30,7 @@ down:
 	  .sandbox/sample.kubeconfig .sandbox/operator.log .sandbox/operator.pid .sandbox/operator.mode .sandbox/operator-install.json \
 	  .sandbox/host.json .sandbox/kubeadm
 
-.PHONY: help install system-deps lint ruff ansible-lint sanity unit integration integration-agent integration-early integration-images e2e prebuild prebuild-images prebuild-machines test test-long bench conformance k8s cilium runtime images operator-image push-images apiserver up down clean
+.PHONY: help install system-deps lint ruff ansible-lint sanity unit integration integration-agent integration-early integration-images e2e e2e-kubeadm prebuild prebuild-images prebuild-machines test test-long bench conformance k8s cilium runtime images operator-image push-images apiserver up down clean
 
 help:
 	@echo "make up        local sandbox host cluster, operator and a sample virtual cluster"
@@ -97,6 +97,11 @@ integration-images: install k8s cilium images
 # node-machine tests (own machines, bridge and range) beside the rest, which share the default sandbox.
 e2e: install k8s images
 	$(PYTEST) --durations=20 -n 2 --dist loadgroup tests/e2e
+
+# The kubeadm host's tests (marked long, so make e2e skips them), on their own: make test runs them after make e2e,
+# when the sandbox's host cluster is down again, as beside it both starved on a cold 2-core run.
+e2e-kubeadm: install k8s images
+	KUBENEST_LONG=1 $(PYTEST) --durations=10 tests/e2e/test_kubeadm_host.py
 
 # .ci/test.sh: the tiers in order, the builds in the background (make prebuild, log in build/prebuild.log) while
 # lint, unit and the first part of integration run, and a table of each tier's time at the end.

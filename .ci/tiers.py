@@ -24,14 +24,15 @@ from pathlib import Path
 BUDGET_MINUTES = 60
 SHARES = {
     "install": 4,
-    "lint": 4,
+    "lint": 3,
     "unit": 1,
     "integration:agent": 3,
     "wait:k8s": 3,
     "integration": 9,
     "wait:builds": 4,
     "integration:images": 3,
-    "e2e": 29,
+    "e2e": 25,
+    "e2e:kubeadm": 5,
 }
 DEFAULT_LOG = "build/tiers.jsonl"
 

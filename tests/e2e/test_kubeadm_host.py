@@ -50,8 +50,9 @@ CIDR = "198.18.4.0/24"
 PREFIX = "ka"
 UP_TIMEOUT = 2400  # a cold cache builds Kubernetes, the images and the bare image first
 
-# In make test-long: in make test, its host came up beside the sandbox's on a cold 2-core run and both starved
-# (the sandbox's bootstrap and the tenant's control plane timed out).
+# Marked long, so make e2e skips it: make test runs it as a tier of its own (make e2e-kubeadm) once the
+# sandbox's host is down. Beside the sandbox's host on a cold 2-core run both starved (the sandbox's bootstrap
+# and the tenant's control plane timed out).
 pytestmark = [
     pytest.mark.machines,
     pytest.mark.slow,
