@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import itertools
 
 import kubernetes
 import pytest
@@ -16,8 +17,9 @@ GROUP, VERSION, PLURAL = "kosmos.io", "v1alpha1", "globalnodes"
 @pytest.fixture(scope="module")
 def globalnodes(api_client, kosmos_crds):
     api = kubernetes.client.CustomObjectsApi(api_client)
+    addresses = itertools.count(20)  # one address per node, as kubelets report them
 
-    def make(name, labels, state="free"):
+    def make(name, labels, state="free", address=None):
         try:
             api.delete_cluster_custom_object(GROUP, VERSION, PLURAL, name)
         except ApiException as exc:
@@ -25,7 +27,7 @@ def globalnodes(api_client, kosmos_crds):
                 raise
         api.create_cluster_custom_object(GROUP, VERSION, PLURAL, {
             "apiVersion": f"{GROUP}/{VERSION}", "kind": "GlobalNode", "metadata": {"name": name},
-            "spec": {"nodeIP": "198.18.0.99", "labels": labels}})
+            "spec": {"nodeIP": address or f"198.18.0.{next(addresses)}", "labels": labels}})
         api.patch_cluster_custom_object_status(GROUP, VERSION, PLURAL, name, {"status": {"state": state}})
 
     api.make = make
@@ -65,6 +67,22 @@ def test_reserve_is_all_or_nothing_and_check_mode_writes_nothing(globalnodes, ap
     assert state(globalnodes, "gm-a2") == ("reserved", "t1/one")
     rc, res = module(apiserver, virtual_cluster="t1/one", state="reserved", policies=policy("m", 2))
     assert rc == 0 and not res["changed"]  # idempotent
+
+
+def test_a_node_reporting_another_nodes_address_makes_neither_promotable(globalnodes, apiserver):
+    # A root process on a node makes its kubelet report a neighbour's address: runs meant for the neighbour
+    # would then connect to it.
+    globalnodes.make("gm-i1", {"pool": "i"}, address="198.18.0.250")
+    globalnodes.make("gm-i2", {"pool": "i"}, address="198.18.0.250")
+    rc, res = module(apiserver, virtual_cluster="t1/one", state="reserved", select_nodes=["gm-i1"])
+    assert rc == 0 and not res["satisfied"] and not res["changed"]
+    assert "gm-i1 stays in the host: its address 198.18.0.250 is also GlobalNode gm-i2's" in res["message"]
+    rc, res = module(apiserver, virtual_cluster="t1/one", state="reserved", policies=policy("i", 1))
+    assert rc == 0 and not res["satisfied"] and state(globalnodes, "gm-i2") == ("free", None)
+    globalnodes.patch_cluster_custom_object(GROUP, VERSION, PLURAL, "gm-i2", {"spec": {"nodeIP": "198.18.0.251"}})
+    rc, res = module(apiserver, virtual_cluster="t1/one", state="reserved", policies=policy("i", 1))
+    assert rc == 0 and res["satisfied"] and res["assigned"] == ["gm-i1"]
+    assert module(apiserver, virtual_cluster="t1/one", state="free", names=["gm-i1"])[0] == 0
 
 
 def test_another_virtual_cluster_cannot_move_a_held_node(globalnodes, apiserver):
