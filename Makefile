@@ -30,7 +30,7 @@ down:
 	  .sandbox/sample.kubeconfig .sandbox/operator.log .sandbox/operator.pid .sandbox/operator.mode .sandbox/operator-install.json \
 	  .sandbox/host.json .sandbox/kubeadm
 
-.PHONY: help install system-deps lint ruff ansible-lint sanity unit integration integration-agent integration-early integration-images e2e e2e-kubeadm prebuild prebuild-images prebuild-machines test test-long bench conformance k8s cilium runtime images operator-image push-images apiserver up down clean
+.PHONY: help install system-deps lint ruff ansible-lint sanity unit integration integration-agent integration-early integration-images e2e e2e-kubeadm prebuild prebuild-images prebuild-machines test test-long bench conformance conformance-suite k8s cilium runtime images operator-image push-images apiserver up down clean
 
 help:
 	@echo "make up        local sandbox host cluster, operator and a sample virtual cluster"
@@ -167,6 +167,12 @@ apiserver: install k8s
 # --sides, --no-serial, --keep: python -m sandbox.conformance --help).
 conformance: install k8s images
 	$(PY) -m sandbox.conformance $(CONFORMANCE_ARGS)
+
+# The suite and its images, built and cached without running anything (make test builds them beside its e2e tier,
+# whose last test runs the smoke subset).
+conformance-suite: install k8s images
+	@bins="$$(bash sandbox/conformance/build.sh)" && \
+	  $(PY) sandbox/conformance/images.py --bin-dir "$$(printf '%s\n' "$$bins" | tail -n 1)"
 
 clean:
 	rm -rf build tests/output bench/results

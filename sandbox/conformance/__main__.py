@@ -49,8 +49,15 @@ PROGRESS_EVERY_S = 60
 READY_TIMEOUT_S = 1200
 
 
+LOG: list[Path] = []  # the run's own log in its report directory, once that exists
+
+
 def log(message: str) -> None:
-    print(f"[conformance] {message}", file=sys.stderr, flush=True)
+    line = f"[conformance] {message}"
+    print(line, file=sys.stderr, flush=True)
+    for path in LOG:
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(f"{datetime.datetime.now(datetime.UTC):%H:%M:%S} {line}\n")
 
 
 def last_line(argv: list[str]) -> Path:
@@ -85,7 +92,9 @@ def tenant(api, sb, workers: list[str], out: Path) -> Path:
         wanted = f"{len(workers)}/{len(workers)}"
         done = condition(vc, "Ready").get("status") == "True" and vc["status"].get("nodesReady") == wanted
         return vc if done else None
+    started = time.monotonic()
     vc = wait_for(ready, READY_TIMEOUT_S, f"{NAMESPACE}/{NAME} Ready with {len(workers)} nodes", 5)
+    log(f"{NAMESPACE}/{NAME} Ready with {len(workers)} nodes after {time.monotonic() - started:.0f} s")
     ref = vc["status"]["kubeconfigSecretRef"]
     secret = k8s.CoreV1Api(api).read_namespaced_secret(ref["name"], NAMESPACE)
     path = out / "tenant.kubeconfig"
@@ -160,10 +169,15 @@ def main(argv: list[str] | None = None) -> int:
         sys.exit(f"error: no sandbox at {sb.state_dir} (no kubeconfig); run `make up` first")
     versions = read_versions(REPO_ROOT / "versions.env")
     started = datetime.datetime.now(datetime.UTC)
-    out = args.out or REPO_ROOT / "build/conformance" / f"{versions['KUBERNETES_VERSION']}-{started:%Y%m%d-%H%M}"
+    suffix = "-smoke" if args.smoke else ""
+    out = args.out or (REPO_ROOT / "build/conformance"
+                       / f"{versions['KUBERNETES_VERSION']}-{started:%Y%m%d-%H%M}{suffix}")
     out.mkdir(parents=True, exist_ok=True)
+    LOG[:] = [out / "conformance.log"]
+    log(f"reports in {out}")
     bins = last_line(["bash", "sandbox/conformance/build.sh"])
     images_dir = last_line([sys.executable, "sandbox/conformance/images.py", "--bin-dir", str(bins)])
+    log(f"suite and images ready: {bins}, {images_dir}")
     push_images(sb, images_dir)
     kubectl = last_line(["bash", "sandbox/k8s/build.sh"]) / "kubectl"
 
@@ -202,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         if "tenant" in sides and not args.keep and get_vc(api, NAMESPACE, NAME) is not None:
             log(f"deleting {NAMESPACE}/{NAME} (its nodes return to the host)")
             delete_vc(api, NAMESPACE, NAME, timeout=900)
+            log(f"deleted {NAMESPACE}/{NAME}")
     title = f"Conformance {versions['KUBERNETES_VERSION']}, {started:%Y-%m-%d}"
     summary = report.write(out, reports, title)
     (out / "run.json").write_text(json.dumps({

@@ -1,11 +1,14 @@
 """The images the upstream conformance specs start, assembled here from what sandbox/conformance/build.sh builds.
 
 Each one behaves for the suite as the upstream image does (test/images/<name>/ of the k8s.io/kubernetes module
-says what that is), on Debian where the upstream one is on Alpine:
+says what that is). The upstream ones that install Alpine packages are built on Debian here, as no Alpine package
+repository can be reached; those whose specs look at Alpine itself are built on Alpine's own minirootfs:
 
 - agnhost (both tags the suite names): the agnhost binary, the tools its Dockerfile installs (dig and nslookup,
   curl, netcat, ip, iperf, bash), CoreDNS as /coredns, porter's certificate, the user and group defined in it;
-- kitten and nautilus: agnhost with their page and data file, serving test-webserver;
+- kitten and nautilus: agnhost's own files with their page and data file, serving test-webserver, on Alpine's
+  minirootfs of the release versions.env pins (the image volume spec reads the image's os-release). Upstream
+  they inherit agnhost's Alpine packages too; no spec runs those tools in them;
 - busybox (both tags): the upstream release built static, every applet linked in /bin;
 - nginx (both tags): Debian's nginx, in the foreground, logging to the container's output;
 - glibc-dns-testing: Debian with dnsutils and /coredns; nonroot: Debian as user 1234; nonewprivs: a set-uid
@@ -25,6 +28,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -55,6 +59,10 @@ BUSYBOX_GROUP = ("root:x:0:\ndaemon:x:1:\nbin:x:2:\nsys:x:3:\nadm:x:4:\ntty:x:5:
                  "mail:x:8:\nwww-data:x:33:\noperator:x:37:\nstaff:x:50:\nusers:x:100:\nnogroup:x:65534:\n")
 
 
+ALPINE_MODULE = "github.com/alpinelinux/docker-alpine"  # Alpine's minirootfs releases, by architecture
+DEBIAN, ALPINE = "debian", "alpine"
+
+
 @dataclass
 class Image:
     """One image: a root tree made by `fill(tree)` and its runtime configuration."""
@@ -63,7 +71,7 @@ class Image:
     fill: object  # callable(tree: Path) -> None
     inputs: list[Path]  # files whose content decides the archive (with this module and `config`)
     config: dict = field(default_factory=dict)
-    base: bool = False  # starts from the Debian rootfs
+    base: str = ""  # the shared layer it starts from: DEBIAN, ALPINE or none
     source: str = ""  # what it is built from, for its labels
 
 
@@ -185,21 +193,21 @@ def specs(bins: Path, k8s_bins: Path, coredns: Path, pause: Path, images: Path, 
     agnhost_config = {"Entrypoint": ["/agnhost"], "Cmd": ["pause"]}
     agnhost_inputs = [bins / "agnhost", coredns, images / "agnhost/porter/localhost.crt"]
     return [
-        Image("agnhost", agnhost, agnhost_inputs, agnhost_config, base=True,
+        Image("agnhost", agnhost, agnhost_inputs, agnhost_config, base=DEBIAN,
               source=f"k8s.io/kubernetes {k8s} test/images/agnhost"),
         *[Image(name, _then(agnhost, _web_page(images, name)), [*agnhost_inputs, images / name / "html/data.json"],
-                {**agnhost_config, "Cmd": ["test-webserver"]}, base=True,
+                {**agnhost_config, "Cmd": ["test-webserver"]}, base=ALPINE,
                 source=f"k8s.io/kubernetes {k8s} test/images/{name}") for name in ("kitten", "nautilus")],
         Image("busybox", _busybox_tree(bins / "busybox"), [bins / "busybox"], {"Cmd": ["sh"]},
               source=f"busybox {busybox_version} release source"),
         Image("nginx", _nginx, [], {"Cmd": ["nginx", "-g", "daemon off;"], "StopSignal": "SIGQUIT",
-                                    "ExposedPorts": {"80/tcp": {}}}, base=True, source="Debian nginx-light"),
+                                    "ExposedPorts": {"80/tcp": {}}}, base=DEBIAN, source="Debian nginx-light"),
         Image("glibc-dns-testing", lambda tree: _copy(coredns, tree / "coredns"), [coredns], {"Cmd": ["bash"]},
-              base=True, source="Debian dnsutils"),
-        Image("nonroot", lambda tree: None, [], {"User": "1234", "Cmd": ["bash"]}, base=True,
+              base=DEBIAN, source="Debian dnsutils"),
+        Image("nonroot", lambda tree: None, [], {"User": "1234", "Cmd": ["bash"]}, base=DEBIAN,
               source=f"k8s.io/kubernetes {k8s} test/images/nonroot"),
         Image("nonewprivs", lambda tree: _copy(bins / "nnp", tree / "usr/local/bin/nnp", 0o4755), [bins / "nnp"],
-              {"Cmd": ["nnp"]}, base=True, source=f"k8s.io/kubernetes {k8s} test/images/nonewprivs"),
+              {"Cmd": ["nnp"]}, base=DEBIAN, source=f"k8s.io/kubernetes {k8s} test/images/nonewprivs"),
         Image("sample-apiserver", _single(bins / "sample-apiserver", "/sample-apiserver"),
               [bins / "sample-apiserver"], {"Entrypoint": ["/sample-apiserver"]},
               source=f"k8s.io/sample-apiserver v0.{k8s.removeprefix('v1.')}"),
@@ -229,23 +237,58 @@ def input_key(image: Image, refs: list[str], base_layer: dict | None) -> str:
     })).hexdigest()
 
 
-def ensure_base_layer(base: Path, out: Path) -> dict:
-    """The Debian rootfs as one layer, shared by every image built on it: a node unpacks it once."""
-    key = hashlib.sha256(oci.canonical_json({"base": base.name, "trim": TRIM, "emptied": EMPTIED,
+def ensure_alpine(cache: Path, versions: dict) -> Path:
+    """Alpine's minirootfs of the pinned release, unpacked. Alpine publishes it in its docker-alpine repository,
+    which the Go module proxy serves (the go command checks the download against the checksum database; this
+    against the sha512 versions.env pins)."""
+    version = versions["ALPINE_VERSION"]
+    root = cache / "rootfs" / f"alpine-minirootfs-{version}"
+    if (root / rootfs.COMPLETE_MARK).is_file():
+        return root
+    with rootfs.locked(root.with_name(".lock")):
+        if (root / rootfs.COMPLETE_MARK).is_file():
+            return root
+        module = f"{ALPINE_MODULE}@{versions['ALPINE_MODULE_VERSION']}"
+        print(f"alpine: minirootfs {version} from the module {module}", file=sys.stderr)
+        proc = subprocess.run(["go", "mod", "download", "-json", module], cwd=cache, capture_output=True,
+                              text=True, check=False)
+        if proc.returncode != 0:
+            sys.exit(f"error: cannot download {module}: {(proc.stdout + proc.stderr).strip()[-800:]}")
+        tarball = Path(json.loads(proc.stdout)["Dir"]) / "x86_64" / f"alpine-minirootfs-{version}-x86_64.tar.gz"
+        if not tarball.is_file():
+            sys.exit(f"error: {module} has no {tarball.name}: ALPINE_VERSION and ALPINE_MODULE_VERSION disagree")
+        digest = hashlib.sha512(tarball.read_bytes()).hexdigest()
+        if digest != versions["ALPINE_MINIROOTFS_SHA512"]:
+            sys.exit(f"error: {tarball.name} has sha512 {digest}, not the one versions.env pins")
+        work = root.with_name(root.name + ".build")
+        rootfs.remove_tree(work)
+        work.mkdir(parents=True)
+        subprocess.run(["tar", "-xzf", str(tarball), "--numeric-owner", "-C", str(work)], check=True)
+        (work / rootfs.COMPLETE_MARK).write_text(f"{version}\n")
+        rootfs.remove_tree(root)
+        work.rename(root)
+    return root
+
+
+def ensure_base_layer(kind: str, base: Path, out: Path) -> dict:
+    """A base rootfs as one layer, shared by every image built on it: a node unpacks it once."""
+    trim, emptied = (TRIM, EMPTIED) if kind == DEBIAN else ((), ())
+    key = hashlib.sha256(oci.canonical_json({"base": base.name, "trim": trim, "emptied": emptied,
                                              "skip": sorted(SKIP_TOP), "oci": oci.sha256_file(Path(oci.__file__))}
                                             )).hexdigest()[:16]
-    layer_file, entry_file = out / f"base-{key}.layer", out / f"base-{key}.layer.json"
+    layer_file, entry_file = out / f"base-{kind}-{key}.layer", out / f"base-{kind}-{key}.layer.json"
     if layer_file.is_file() and entry_file.is_file():
         return {**json.loads(entry_file.read_text()), "path": str(layer_file)}
-    for old in out.glob("base-*.layer*"):
-        old.unlink()
+    for old in out.glob("base-*.layer*"):  # this kind's older layers, and those named before kinds were
+        if old.name.startswith(f"base-{kind}-") or re.fullmatch(r"base-[0-9a-f]{16}\.layer(\.json)?", old.name):
+            old.unlink()
     print(f"base layer: {base.name}", file=sys.stderr)
     with tempfile.TemporaryDirectory(dir=out) as scratch_dir:
         tree = Path(scratch_dir) / "root"
         subprocess.run(["cp", "-a", "--reflink=auto", str(base), str(tree)], check=True)
-        for trimmed in TRIM:
+        for trimmed in trim:
             rootfs.remove_tree(tree / trimmed)
-        for directory in EMPTIED:
+        for directory in emptied:
             for leftover in (tree / directory).iterdir():
                 rootfs.remove_tree(leftover)
         blob, diff_id = oci.write_tree_layer(tree, Path(scratch_dir) / "layer", skip_top=SKIP_TOP)
@@ -256,10 +299,11 @@ def ensure_base_layer(base: Path, out: Path) -> dict:
     return {**entry, "path": str(layer_file)}
 
 
-def ensure_image(image: Image, tags: list[str], base: Path, base_layer: dict, out: Path) -> dict:
+def ensure_image(image: Image, tags: list[str], bases: dict[str, tuple[Path, dict]], out: Path) -> dict:
     refs = [f"{PREFIX}/{image.name}:{tag}" for tag in tags]
     archive = out / f"{image.name}.oci.tar"
-    key = input_key(image, refs, base_layer if image.base else None)
+    base, base_layer = bases[image.base] if image.base else (None, None)
+    key = input_key(image, refs, base_layer)
     entry_file = out / f"{image.name}.oci.tar.json"
     if archive.is_file() and entry_file.is_file():
         entry = json.loads(entry_file.read_text())
@@ -272,7 +316,7 @@ def ensure_image(image: Image, tags: list[str], base: Path, base_layer: dict, ou
         tree = scratch / "root"
         tree.mkdir()
         layers, diff_ids = [], []
-        if image.base:
+        if base is not None:
             layers.append((oci.Blob(base_layer["digest"], base_layer["size"]), Path(base_layer["path"])))
             diff_ids.append(base_layer["diff_id"])
             # what the image's own layer changes of the base starts as the base's
@@ -315,10 +359,10 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     with (args.out / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        base = rootfs.ensure_base(cache, PACKAGES)
-        base_layer = ensure_base_layer(base, args.out)
-        catalog = {image.name: ensure_image(image, sorted(tags[image.name]), base, base_layer, args.out)
-                   for image in wanted}
+        debian, alpine = rootfs.ensure_base(cache, PACKAGES), ensure_alpine(cache, versions)
+        bases = {kind: (tree, ensure_base_layer(kind, tree, args.out))
+                 for kind, tree in ((DEBIAN, debian), (ALPINE, alpine))}
+        catalog = {image.name: ensure_image(image, sorted(tags[image.name]), bases, args.out) for image in wanted}
         oci.write_if_changed(args.out / "images.json", json.dumps(catalog, indent=2, sort_keys=True) + "\n")
         oci.write_if_changed(args.out / "repo-list.yaml", json.dumps(repo_list(), indent=2, sort_keys=True) + "\n")
     print(args.out)

@@ -12,7 +12,8 @@ SERIAL = "Conformance && Serial"
 
 # A spec or two of each thing a tenant must do as any cluster does, for make test: pods and their logs and exec,
 # Services by ClusterIP and NodePort, DNS, ConfigMaps and Secrets in the environment and in volumes,
-# Deployments, Jobs, CRDs, admission webhooks, the aggregated API, kubectl, service-account issuer discovery.
+# Deployments, Jobs, CRDs, admission webhooks, the aggregated API, kubectl, service-account issuer discovery, and
+# an image volume pulled from the registry (the nodes' container runtime).
 SMOKE = (
     "[sig-node] Pods should be submitted and removed",
     "[sig-node] Pods should support retrieving logs from the container over websockets",
@@ -34,6 +35,7 @@ SMOKE = (
     "[sig-api-machinery] Aggregator Should be able to support the 1.17 Sample API Server using the current Aggregator",
     "[sig-cli] Kubectl logs logs should be able to retrieve and filter logs",
     "[sig-auth] ServiceAccounts ServiceAccountIssuerDiscovery should support OIDC discovery of service account issuer",
+    "[sig-node] ImageVolume should succeed with pod and pull policy of Always",
 )
 
 
