@@ -20,12 +20,6 @@ def _summary(node):
             "agentCertificates": gn.agent_pins_of(node)}
 
 
-def _facts(node):
-    spec = node.get("spec") or {}
-    return {"nodeIP": spec.get("nodeIP"), "labels": spec.get("labels") or {}, "state": gn.state_of(node),
-            "virtualCluster": gn.owner_of(node)}
-
-
 def _host_essentials(api, essentials):
     """protected(name, away) for plan_claim, from the host's Nodes and the pods of the essentials' namespaces."""
     host_nodes = api.list("v1", "Node")
@@ -140,7 +134,7 @@ class ActionModule(KubeAction):
                 diff["before"][name], diff["after"][name] = _summary(before), _summary(after)
             result.update(added=plan.add, assigned=plan.assigned)
         by_name = dict((gn.name_of(n), n) for n in listed)
-        result["nodes"] = dict((name, _facts(by_name[name])) for name in plan.assigned + plan.surplus)
+        result["nodes"] = dict((name, gn.node_facts(by_name[name])) for name in plan.assigned + plan.surplus)
         return result, diff
 
     @staticmethod
@@ -153,6 +147,6 @@ class ActionModule(KubeAction):
             if changed:
                 result["moved"].append(name)
                 diff["before"][name], diff["after"][name] = _summary(before), _summary(after)
-            result["nodes"][name] = _facts(after)
+            result["nodes"][name] = gn.node_facts(after)
         result["message"] = "%d node(s) %s" % (len(args["names"]), args["state"] or "with agent certificates recorded")
         return result, diff

@@ -15,7 +15,9 @@ description:
   - Nodes on the host's side let each tenant's nodes reach only the NodePorts of that tenant's API server
     Service (API and Konnectivity, recorded on its GlobalNodes as C(kosmos.io/tenant-api-ports)) and drop
     everything else from tenant nodes; a tenant's node drops what
-    comes from other tenants' nodes. The result is the arguments of M(kosmos.kubenest.node_firewall) per node.
+    comes from other tenants' nodes. The result holds, per node, the arguments of
+    M(kosmos.kubenest.node_firewall) (C(allow), C(deny)) with its C(address), its C(side) and
+    C(agentCertificates), the agent certificates its GlobalNode records.
 author:
   - kosmos.kubenest maintainers (@kosmos-kubenest)
 options:
@@ -41,7 +43,7 @@ EXAMPLES = r"""
 RETURN = r"""
 _value:
   description: Node name -> C(address), C(side) (C(host) or the virtual cluster's C(namespace/name)), C(allow),
-    C(deny).
+    C(deny), C(agentCertificates).
   type: dict
 """
 

@@ -68,6 +68,14 @@ def agent_pins_of(node):
     return list(((node.get("status") or {}).get("agent") or {}).get("certificateSHA256") or [])
 
 
+def node_facts(node):
+    """What a run needs of a GlobalNode to reach and place its node: the address, the labels, where it is, and the
+    agent certificates the node's agent may present (none recorded: any the agents' CA signed for the address)."""
+    spec = node.get("spec") or {}
+    return {"nodeIP": spec.get("nodeIP"), "labels": spec.get("labels") or {}, "state": state_of(node),
+            "virtualCluster": owner_of(node), "agentCertificates": agent_pins_of(node)}
+
+
 def address_of(node):
     return (node.get("spec") or {}).get("nodeIP") or ""
 

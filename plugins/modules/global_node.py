@@ -201,7 +201,10 @@ moved:
   type: list
   elements: str
 nodes:
-  description: IP and labels of every node in RV(assigned) or O(names), by name.
+  description:
+    - Every node in RV(assigned) or O(names), by name - C(nodeIP), C(labels), C(state), C(virtualCluster), and
+      C(agentCertificates), the SHA-256s of the agent certificates recorded for the node (empty when none is).
+    - A run that reaches the nodes pins their agents to C(agentCertificates) (C(kubenest_agent_cert_sha256)).
   returned: always
   type: dict
 """

@@ -55,11 +55,12 @@ EXAMPLES = r"""
 RETURN = r"""
 plan:
   description: Node name -> C(address), C(side) (C(host) or the virtual cluster's C(namespace/name)), C(allow),
-    C(deny).
+    C(deny), and C(agentCertificates), the agent certificates the node's GlobalNode records (empty when none is),
+    which the run that applies the plan pins the node's agent to.
   returned: success
   type: dict
   sample:
-    node-a: {address: 10.0.0.5, side: host, allow: [], deny: []}
+    node-a: {address: 10.0.0.5, side: host, allow: [], deny: [], agentCertificates: []}
 nodes:
   description: How many Nodes the host cluster has.
   returned: success

@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ansible_collections.kosmos.kubenest.plugins.module_utils.globalnodes import agent_pins_of
+
 OWNED_STATES = ("reserved", "occupied", "returning", "held")
 # Set on a GlobalNode while its node is on a tenant's side: the NodePorts of that virtual cluster's API server
 # (API, Konnectivity). Kept on the cluster-scoped GlobalNode, so a run for one virtual cluster knows every other
@@ -48,8 +50,11 @@ def recorded_ports(global_node: Mapping[str, Any]) -> list[int]:
 
 def plan(host_nodes: Iterable[Mapping[str, Any]], global_nodes: Iterable[Mapping[str, Any]]
          ) -> dict[str, dict[str, Any]]:
-    """Node name -> {address, side ('host' or namespace/name of its virtual cluster), allow, deny}: the
-    node_firewall arguments of every node the host knows of, in name order."""
+    """Node name -> {address, side ('host' or namespace/name of its virtual cluster), allow, deny,
+    agentCertificates}: the node_firewall arguments of every node the host knows of, in name order, and the agent
+    certificates its GlobalNode records (the run that applies them pins the node's agent to those)."""
+    global_nodes = list(global_nodes)
+    pins = {str((gnode.get("metadata") or {}).get("name") or ""): agent_pins_of(gnode) for gnode in global_nodes}
     in_host = {}
     for node in host_nodes:
         name, address = (node.get("metadata") or {}).get("name"), _internal_ip(node)
@@ -81,4 +86,6 @@ def plan(host_nodes: Iterable[Mapping[str, Any]], global_nodes: Iterable[Mapping
         others = [a for a in tenant_addresses if a not in members.values()]
         for name, address in members.items():
             result[name] = {"address": address, "side": owner, "allow": [], "deny": others}
+    for name, entry in result.items():
+        entry["agentCertificates"] = pins.get(name, [])
     return dict(sorted(result.items()))

@@ -35,10 +35,21 @@ def test_host_nodes_let_each_tenant_reach_only_its_own_api_server_and_tenants_dr
     assert list(result) == ["kn-cp1", "kn-w1", "kn-w2", "kn-w3"]
     host = {"allow": [{"sources": [W1], "tcp_ports": [31001, 31002]}, {"sources": [W2], "tcp_ports": [31003, 31004]}],
             "deny": [W1, W2]}
-    assert result["kn-cp1"] == {"address": CP, "side": "host", **host}
-    assert result["kn-w3"] == {"address": W3, "side": "host", **host}
-    assert result["kn-w1"] == {"address": W1, "side": "t/a", "allow": [], "deny": [W2]}
-    assert result["kn-w2"] == {"address": W2, "side": "t/b", "allow": [], "deny": [W1]}
+    none = {"agentCertificates": []}
+    assert result["kn-cp1"] == {"address": CP, "side": "host", **host, **none}
+    assert result["kn-w3"] == {"address": W3, "side": "host", **host, **none}
+    assert result["kn-w1"] == {"address": W1, "side": "t/a", "allow": [], "deny": [W2], **none}
+    assert result["kn-w2"] == {"address": W2, "side": "t/b", "allow": [], "deny": [W1], **none}
+
+
+def test_each_node_is_planned_with_the_agent_certificates_its_own_globalnode_records():
+    w1, w3 = _gnode("kn-w1", W1, "occupied", "t/a"), _gnode("kn-w3", W3)
+    w1["status"]["agent"] = {"certificateSHA256": ["aa" * 32]}
+    w3["status"]["agent"] = {"certificateSHA256": ["bb" * 32, "cc" * 32]}
+    result = plan([_node("kn-cp1", CP), _node("kn-w3", W3)], iter([w1, w3]))
+    assert result["kn-w1"]["agentCertificates"] == ["aa" * 32]
+    assert result["kn-w3"]["agentCertificates"] == ["bb" * 32, "cc" * 32]  # a host node that is a GlobalNode too
+    assert result["kn-cp1"]["agentCertificates"] == []  # no GlobalNode: the CA and the address only
 
 
 def test_nodes_of_one_tenant_reach_each_other():
