@@ -107,6 +107,7 @@ class Plan:
     def __init__(self):
         self.keep, self.add, self.surplus, self.shortfall = [], [], [], []
         self.wanted = 0
+        self.beyond_pool = 0  # how many it asks for beyond what the host could give it were every node free
 
     @property
     def satisfied(self):
@@ -124,10 +125,28 @@ class Plan:
         if self.satisfied:
             return "%d of %d nodes available" % (self.wanted, self.wanted)
         reasons = "; ".join(text for _missing, text in self.shortfall)
+        if self.beyond_pool:
+            reasons += ("; it asks for %d node(s) more than the host has GlobalNodes for it, so it can never be met "
+                        "as it stands and keeps no free node from later requests" % self.beyond_pool)
         return "%d of %d nodes available: %s" % (self.available, self.wanted, reasons)
 
 
-def plan_claim(globalnodes, owner, policies=None, names=None, exclude=(), blocked=(), protected=None):
+def _as_free(node):
+    spec = dict(node.get("spec") or {})
+    spec["nodeIP"] = ""  # an address two nodes report is a passing fault, not a smaller pool
+    return {"metadata": node.get("metadata") or {}, "spec": spec, "status": {"state": FREE}}
+
+
+def beyond_pool(globalnodes, owner, policies=None, names=None, exclude=()):
+    """How many nodes a request asks for beyond what the host could ever give it: were every GlobalNode free,
+    how many it would still lack (0 when it fits). Nodes in `exclude` (the operator's) never count."""
+    plan = plan_claim([_as_free(n) for n in globalnodes], owner, policies=policies, names=names, exclude=exclude,
+                      judge_pool=False)
+    return plan.wanted - plan.available
+
+
+def plan_claim(globalnodes, owner, policies=None, names=None, exclude=(), blocked=(), protected=None,
+               judge_pool=True):
     """Choose the nodes `owner` ("namespace/name") should hold.
 
     policies: promotePolicies ([{labelSelector, nodeCount}], adding up, a node counting for one policy);
@@ -199,6 +218,8 @@ def plan_claim(globalnodes, owner, policies=None, names=None, exclude=(), blocke
             plan.shortfall.append((count - got, "promotePolicies[%d] matches %d free node(s), wants %d%s"
                                    % (index, got, count, "".join(" (%s)" % k for k in kept))))
     plan.surplus = [name for name in mine if name not in taken]
+    if plan.shortfall and judge_pool:
+        plan.beyond_pool = beyond_pool(globalnodes, owner, policies=policies, names=names, exclude=exclude)
     return plan
 
 
@@ -206,10 +227,14 @@ def kept_for_queue(globalnodes, queue, exclude=(), blocked=(), protected=None):
     """Free nodes kept for the virtual clusters of `queue`, which asked earlier and still wait, oldest first.
 
     queue: [{virtual_cluster, policies, select_nodes}]. Each waiter in turn keeps the free nodes it would take
-    (also while it cannot be met yet: nodes accumulate for it), so later, smaller requests cannot starve it.
+    (also while it cannot be met yet: nodes accumulate for it), so later, smaller requests cannot starve it. A
+    waiter asking for more than the host could ever give it keeps nothing: it would block every later request.
     """
     kept = set(blocked)
     for waiter in queue:
+        if beyond_pool(globalnodes, waiter["virtual_cluster"], policies=waiter.get("policies"),
+                       names=waiter.get("select_nodes"), exclude=exclude):
+            continue
         plan = plan_claim(globalnodes, waiter["virtual_cluster"], policies=waiter.get("policies"),
                           names=waiter.get("select_nodes"), exclude=exclude, blocked=kept, protected=protected)
         kept.update(plan.add)

@@ -190,6 +190,18 @@ def test_free_nodes_are_kept_for_a_virtual_cluster_that_asked_earlier(globalnode
     assert rc == 0 and res["satisfied"]
 
 
+def test_a_request_larger_than_the_host_could_ever_give_keeps_nothing_for_itself(globalnodes, apiserver):
+    globalnodes.make("gm-h1", {"pool": "h"})
+    globalnodes.make("gm-h2", {"pool": "h"})
+    queue = [{"virtual_cluster": "t1/huge", "policies": policy("h", 1000)}]
+    rc, res = module(apiserver, check=True, virtual_cluster="t1/huge", state="reserved", policies=policy("h", 1000))
+    assert rc == 0 and not res["satisfied"]
+    assert "998 node(s) more than the host has GlobalNodes for it" in res["message"], res["message"]
+    # huge asked first and still waits, yet a later request that fits is served.
+    rc, res = module(apiserver, virtual_cluster="t2/fits", state="reserved", policies=policy("h", 2), queue=queue)
+    assert rc == 0 and res["satisfied"] and sorted(res["added"]) == ["gm-h1", "gm-h2"], res
+
+
 def test_the_holder_records_agent_certificates_and_they_outlive_the_release(globalnodes, apiserver):
     globalnodes.make("gn-p1", {})
     old, new = "a" * 64, "B" * 64

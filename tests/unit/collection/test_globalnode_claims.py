@@ -122,6 +122,32 @@ def test_waiters_are_served_oldest_first_and_a_later_request_gets_what_they_leav
     assert not named.satisfied and "w1 is kept for a virtual cluster that asked earlier" in named.message()
 
 
+def test_a_waiter_asking_for_more_than_the_host_has_keeps_nothing_from_later_requests():
+    nodes = [node("w1", labels={"pool": "a"}), node("w2", labels={"pool": "a"}),
+             node("w3", "occupied", OTHER, {"pool": "a"})]
+    queue = [{"virtual_cluster": "t3/huge", "policies": [{"labelSelector": {}, "nodeCount": 1000}]},
+             {"virtual_cluster": "t4/gone", "select_nodes": ["w1", "w9"]},  # w9 is no GlobalNode
+             {"virtual_cluster": "t5/operator", "select_nodes": ["w2"]}]
+    assert gn.kept_for_queue(nodes, queue, exclude={"w2"}) == set()
+    plan = gn.plan_claim(nodes, OWNER, policies=[policy(2, pool="a")], blocked=set())
+    assert plan.satisfied and plan.add == ["w1", "w2"]
+
+
+def test_a_request_beyond_the_pool_says_it_can_never_be_met_and_one_that_fits_only_waits():
+    nodes = [node("w1", labels={"pool": "a"}), node("w2", "occupied", OTHER, {"pool": "a"})]
+    huge = gn.plan_claim(nodes, OWNER, policies=[policy(3, pool="a")])
+    assert huge.beyond_pool == 1
+    assert "1 node(s) more than the host has GlobalNodes for it" in huge.message()
+    waiting = gn.plan_claim(nodes, OWNER, policies=[policy(2, pool="a")])
+    assert not waiting.satisfied and waiting.beyond_pool == 0
+    assert "never" not in waiting.message()
+    # nodes held by others, or two nodes reporting one address, are in the pool: they may come back
+    twins = [node("w1", labels={"pool": "a"}), node("w2", labels={"pool": "a"})]
+    for twin in twins:
+        twin["spec"]["nodeIP"] = "10.0.0.9"
+    assert gn.beyond_pool(twins, OWNER, policies=[policy(2, pool="a")]) == 0
+
+
 OLD, NEW = "a" * 64, "b" * 64
 
 
