@@ -57,6 +57,12 @@ class ActionModule(KubeAction):
             policies=dict(type="list", elements="dict"),
             select_nodes=dict(type="list", elements="str"),
         )),
+        namespace_rules=dict(type="list", elements="dict", default=[], options=dict(
+            namespaces=dict(type="list", elements="str", required=True),
+            node_selector=dict(type="dict"),
+            max_nodes=dict(type="int"),
+            max_virtual_clusters=dict(type="int"),
+        )),
         protect=dict(type="list", elements="dict", default=[], options=dict(
             namespace=dict(type="str", required=True),
             selector=dict(type="dict", required=True),
@@ -113,10 +119,12 @@ class ActionModule(KubeAction):
             listed = nodes.list()
             protected = _host_essentials(api, args["protect"]) if args["protect"] else None
             queue = [w for w in args["queue"] if w["virtual_cluster"] != owner]
+            rules = args["namespace_rules"]
             blocked = gn.kept_for_queue(listed, queue, exclude=set(args["exclude"]), blocked=set(args["blocked"]),
-                                        protected=protected)
+                                        protected=protected, rules=rules)
             plan = gn.plan_claim(listed, owner, policies=args["policies"], names=args["select_nodes"],
-                                 exclude=set(args["exclude"]), blocked=blocked, protected=protected)
+                                 exclude=set(args["exclude"]), blocked=blocked, protected=protected,
+                                 rule=gn.namespace_rule(rules, owner.split("/")[0]))
             if not plan.satisfied:
                 break
             try:

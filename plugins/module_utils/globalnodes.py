@@ -131,21 +131,63 @@ class Plan:
         return "%d of %d nodes available: %s" % (self.available, self.wanted, reasons)
 
 
+def namespace_rule(rules, namespace):
+    """The first of the site's namespace rules that names `namespace` (or C(*)); {} when none does (no limits).
+
+    A rule: {namespaces: [names, or "*"], node_selector: labelSelector of the GlobalNodes they may take,
+    max_nodes: nodes their virtual clusters may hold in all, max_virtual_clusters}.
+    """
+    for rule in rules or []:
+        names = rule.get("namespaces") or []
+        if namespace in names or "*" in names:
+            return rule
+    return {}
+
+
+def _namespace_of(owner):
+    return (owner or "").split("/", 1)[0]
+
+
+class _Tenancy:
+    """What the namespace rule of `owner` lets it take: nodes its selector matches, up to `cap` more than the
+    namespace's other virtual clusters hold (nodes held out of the pool for clearing do not count)."""
+
+    def __init__(self, globalnodes, owner, rule):
+        self.namespace = _namespace_of(owner)
+        self.selector = (rule or {}).get("node_selector")
+        self.max_nodes = (rule or {}).get("max_nodes")
+        self.others = sum(1 for n in globalnodes if owner_of(n) != owner and state_of(n) not in (FREE, HELD)
+                          and _namespace_of(owner_of(n)) == self.namespace)
+        self.cap = None if self.max_nodes is None else max(0, int(self.max_nodes) - self.others)
+
+    def refuses(self, node):
+        if self.selector is not None and not selector_match(labels_of(node), self.selector):
+            return "outside the nodes namespace %s may take" % self.namespace
+        return None
+
+    def full(self, holding):
+        if self.cap is None or holding < self.cap:
+            return None
+        return ("namespace %s may hold at most %d node(s) (its other virtual clusters hold %d)"
+                % (self.namespace, int(self.max_nodes), self.others))
+
+
 def _as_free(node):
     spec = dict(node.get("spec") or {})
     spec["nodeIP"] = ""  # an address two nodes report is a passing fault, not a smaller pool
     return {"metadata": node.get("metadata") or {}, "spec": spec, "status": {"state": FREE}}
 
 
-def beyond_pool(globalnodes, owner, policies=None, names=None, exclude=()):
+def beyond_pool(globalnodes, owner, policies=None, names=None, exclude=(), rule=None):
     """How many nodes a request asks for beyond what the host could ever give it: were every GlobalNode free,
-    how many it would still lack (0 when it fits). Nodes in `exclude` (the operator's) never count."""
+    how many it would still lack (0 when it fits). Nodes in `exclude` (the operator's), and nodes or counts the
+    namespace's `rule` does not allow, never count."""
     plan = plan_claim([_as_free(n) for n in globalnodes], owner, policies=policies, names=names, exclude=exclude,
-                      judge_pool=False)
+                      rule=rule, judge_pool=False)
     return plan.wanted - plan.available
 
 
-def plan_claim(globalnodes, owner, policies=None, names=None, exclude=(), blocked=(), protected=None,
+def plan_claim(globalnodes, owner, policies=None, names=None, exclude=(), blocked=(), protected=None, rule=None,
                judge_pool=True):
     """Choose the nodes `owner` ("namespace/name") should hold.
 
@@ -154,8 +196,11 @@ def plan_claim(globalnodes, owner, policies=None, names=None, exclude=(), blocke
     order. `exclude` never gets chosen (e.g. the node running the operator); `blocked` free nodes are kept
     for virtual clusters that asked earlier and are still waiting. `protected(name, away)` says why a free node
     must stay in the host when the nodes in `away` leave too (e.g. it runs the host's DNS), or returns None.
+    `rule` is the site's rule for the owner's namespace (namespace_rule): which free nodes it may take and how
+    many its namespace may hold; nodes the owner holds already stay its own.
     """
     plan = Plan()
+    tenancy = _Tenancy(globalnodes, owner, rule)
     by_name = dict((name_of(n), n) for n in globalnodes)
     mine = sorted(name_of(n) for n in globalnodes if owned_by(n, owner) and state_of(n) != HELD)
     free = sorted(name_of(n) for n in globalnodes
@@ -170,6 +215,9 @@ def plan_claim(globalnodes, owner, policies=None, names=None, exclude=(), blocke
             return None
         if name in conflicts:
             return conflicts[name]
+        why = tenancy.refuses(by_name[name]) or tenancy.full(len(taken))
+        if why:
+            return why
         return protected(name, gone | taken) if protected is not None else None
 
     def take(name):
@@ -194,16 +242,22 @@ def plan_claim(globalnodes, owner, policies=None, names=None, exclude=(), blocke
                 take(name)
             else:
                 plan.shortfall.append((1, "%s is %s by %s" % (name, state_of(node), owner_of(node) or "nobody")))
+    # The namespace's rule narrows the free nodes silently: one note per policy says so, not one per node.
+    free_here = [name for name in free if not tenancy.refuses(by_name[name])]
     for index, policy in enumerate(policies or []):
         count = int(policy.get("nodeCount") or 0)
         selector = policy.get("labelSelector") or {}
         plan.wanted += count
         got, kept = 0, []
-        for pool in (mine, free):
+        for pool in (mine, free_here):
             for name in pool:
                 if got == count:
                     break
                 if name not in taken and selector_match(labels_of(by_name[name]), selector):
+                    full = tenancy.full(len(taken)) if name not in mine else None
+                    if full:  # the namespace's cap: no other node would do
+                        kept.append(full)
+                        break
                     why = refusal(name)
                     if why:
                         kept.append("%s stays in the host: %s" % (name, why))
@@ -215,28 +269,34 @@ def plan_claim(globalnodes, owner, policies=None, names=None, exclude=(), blocke
                        and state_of(by_name[name]) == FREE and selector_match(labels_of(by_name[name]), selector)]
             if waiting:
                 kept.append("%s kept for a virtual cluster that asked earlier" % ", ".join(waiting))
+            if tenancy.selector is not None and len(free_here) < len(free):
+                kept.append("namespace %s may take only the nodes its rule selects" % tenancy.namespace)
             plan.shortfall.append((count - got, "promotePolicies[%d] matches %d free node(s), wants %d%s"
                                    % (index, got, count, "".join(" (%s)" % k for k in kept))))
     plan.surplus = [name for name in mine if name not in taken]
     if plan.shortfall and judge_pool:
-        plan.beyond_pool = beyond_pool(globalnodes, owner, policies=policies, names=names, exclude=exclude)
+        plan.beyond_pool = beyond_pool(globalnodes, owner, policies=policies, names=names, exclude=exclude,
+                                       rule=rule)
     return plan
 
 
-def kept_for_queue(globalnodes, queue, exclude=(), blocked=(), protected=None):
+def kept_for_queue(globalnodes, queue, exclude=(), blocked=(), protected=None, rules=()):
     """Free nodes kept for the virtual clusters of `queue`, which asked earlier and still wait, oldest first.
 
     queue: [{virtual_cluster, policies, select_nodes}]. Each waiter in turn keeps the free nodes it would take
     (also while it cannot be met yet: nodes accumulate for it), so later, smaller requests cannot starve it. A
     waiter asking for more than the host could ever give it keeps nothing: it would block every later request.
+    Each waiter is held to the site's rule for its namespace (`rules`, see namespace_rule).
     """
     kept = set(blocked)
     for waiter in queue:
+        rule = namespace_rule(rules, _namespace_of(waiter["virtual_cluster"]))
         if beyond_pool(globalnodes, waiter["virtual_cluster"], policies=waiter.get("policies"),
-                       names=waiter.get("select_nodes"), exclude=exclude):
+                       names=waiter.get("select_nodes"), exclude=exclude, rule=rule):
             continue
         plan = plan_claim(globalnodes, waiter["virtual_cluster"], policies=waiter.get("policies"),
-                          names=waiter.get("select_nodes"), exclude=exclude, blocked=kept, protected=protected)
+                          names=waiter.get("select_nodes"), exclude=exclude, blocked=kept, protected=protected,
+                          rule=rule)
         kept.update(plan.add)
     return kept
 

@@ -54,6 +54,36 @@ options:
     type: list
     elements: str
     default: []
+  namespace_rules:
+    description:
+      - The site's rules for the namespaces of virtual clusters; the first rule that names the namespace of
+        O(virtual_cluster) (or C(*)) applies to it, and each waiter of O(queue) is held to the rule of its own.
+        A namespace no rule names has no limits.
+      - Only with O(state=reserved) and O(policies) or O(select_nodes).
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      namespaces:
+        description: The namespaces the rule is for; C(*) for every namespace.
+        type: list
+        elements: str
+        required: true
+      node_selector:
+        description:
+          - Label selector (C(matchLabels), C(matchExpressions)) of the GlobalNodes these namespaces may take;
+            others are outside their pool. Omitted, any node.
+        type: dict
+      max_nodes:
+        description:
+          - How many nodes the virtual clusters of one of these namespaces may hold in all (nodes held out of the
+            pool for clearing do not count). Omitted, no limit. Nodes a virtual cluster holds already stay its own.
+        type: int
+      max_virtual_clusters:
+        description:
+          - How many VirtualClusters one of these namespaces may have; checked by the playbook before a new one
+            is built, not here.
+        type: int
   queue:
     description:
       - Virtual clusters that asked earlier and still wait for nodes, oldest first (the operator passes those it

@@ -202,6 +202,28 @@ def test_a_request_larger_than_the_host_could_ever_give_keeps_nothing_for_itself
     assert rc == 0 and res["satisfied"] and sorted(res["added"]) == ["gm-h1", "gm-h2"], res
 
 
+def test_a_namespace_takes_only_its_pool_and_at_most_its_cap(globalnodes, apiserver):
+    globalnodes.make("gm-r1", {"pool": "r", "team": "red"})
+    globalnodes.make("gm-r2", {"pool": "r", "team": "red"})
+    globalnodes.make("gm-r3", {"pool": "r", "team": "blue"})
+    rules = [{"namespaces": ["red"], "node_selector": {"matchLabels": {"team": "red"}}, "max_nodes": 1}]
+    rc, res = module(apiserver, virtual_cluster="red/a", state="reserved", select_nodes=["gm-r3"],
+                     namespace_rules=rules)
+    assert rc == 0 and not res["satisfied"]
+    assert "gm-r3 stays in the host: outside the nodes namespace red may take" in res["message"], res["message"]
+    rc, res = module(apiserver, virtual_cluster="red/a", state="reserved", policies=policy("r", 1),
+                     namespace_rules=rules)
+    assert rc == 0 and res["satisfied"] and res["added"] == ["gm-r1"], res
+    rc, res = module(apiserver, virtual_cluster="red/b", state="reserved", policies=policy("r", 1),
+                     namespace_rules=rules)
+    assert rc == 0 and not res["satisfied"] and not res["changed"]
+    assert "namespace red may hold at most 1 node(s) (its other virtual clusters hold 1)" in res["message"]
+    # another namespace, which no rule names, takes what red may not
+    rc, res = module(apiserver, virtual_cluster="blue/a", state="reserved", policies=policy("r", 2),
+                     namespace_rules=rules)
+    assert rc == 0 and res["satisfied"] and sorted(res["added"]) == ["gm-r2", "gm-r3"], res
+
+
 def test_the_holder_records_agent_certificates_and_they_outlive_the_release(globalnodes, apiserver):
     globalnodes.make("gn-p1", {})
     old, new = "a" * 64, "B" * 64

@@ -148,6 +148,55 @@ def test_a_request_beyond_the_pool_says_it_can_never_be_met_and_one_that_fits_on
     assert gn.beyond_pool(twins, OWNER, policies=[policy(2, pool="a")]) == 0
 
 
+RULES = [{"namespaces": ["team-a"], "node_selector": {"matchLabels": {"pool": "a"}}, "max_nodes": 2},
+         {"namespaces": ["*"], "node_selector": {"matchLabels": {"pool": "shared"}}}]
+
+
+def test_the_first_rule_naming_a_namespace_applies_and_a_namespace_no_rule_names_has_none():
+    assert gn.namespace_rule(RULES, "team-a") is RULES[0]
+    assert gn.namespace_rule(RULES, "team-b") is RULES[1]
+    assert gn.namespace_rule(RULES[:1], "team-b") == {}
+
+
+def test_a_namespace_takes_only_the_nodes_its_rule_selects():
+    nodes = [node("a1", labels={"pool": "a"}), node("s1", labels={"pool": "shared"})]
+    rule = gn.namespace_rule(RULES, "team-b")
+    any_node = {"labelSelector": {}, "nodeCount": 2}
+    plan = gn.plan_claim(nodes, "team-b/vc", policies=[any_node], rule=rule)
+    assert not plan.satisfied and plan.add == ["s1"]
+    assert "namespace team-b may take only the nodes its rule selects" in plan.message()
+    assert plan.beyond_pool == 1  # its pool has one node: it keeps nothing from others while it waits
+    named = gn.plan_claim(nodes, "team-b/vc", names=["a1"], rule=rule)
+    assert "a1 stays in the host: outside the nodes namespace team-b may take" in named.message()
+    assert gn.plan_claim(nodes, "team-a/vc", names=["a1"], rule=gn.namespace_rule(RULES, "team-a")).satisfied
+
+
+def test_a_namespace_holds_at_most_its_cap_across_its_virtual_clusters():
+    nodes = [node("a1", "occupied", "team-a/one", {"pool": "a"}), node("a2", labels={"pool": "a"}),
+             node("a3", labels={"pool": "a"}), node("a4", "held", "team-a/gone", {"pool": "a"})]
+    rule = gn.namespace_rule(RULES, "team-a")
+    two = gn.plan_claim(nodes, "team-a/two", policies=[policy(2, pool="a")], rule=rule)
+    assert not two.satisfied and two.add == ["a2"]
+    assert "namespace team-a may hold at most 2 node(s) (its other virtual clusters hold 1)" in two.message()
+    assert two.beyond_pool == 0  # the cap is the namespace's, which team-a/one may free again
+    assert gn.plan_claim(nodes, "team-a/two", policies=[policy(1, pool="a")], rule=rule).satisfied
+    # what a virtual cluster holds stays its own when the cap is lowered
+    lowered = {**rule, "max_nodes": 0}
+    assert gn.plan_claim(nodes, "team-a/one", names=["a1"], rule=lowered).satisfied
+    assert gn.beyond_pool(nodes, "team-a/two", policies=[policy(3, pool="a")], rule=rule) == 1
+
+
+def test_a_waiter_is_held_to_its_own_namespaces_rule():
+    nodes = [node("a1", labels={"pool": "a"}), node("s1", labels={"pool": "shared"}),
+             node("s2", labels={"pool": "shared"})]
+    queue = [{"virtual_cluster": "team-b/first", "policies": [{"labelSelector": {}, "nodeCount": 2}]}]
+    kept = gn.kept_for_queue(nodes, queue, rules=RULES)
+    assert kept == {"s1", "s2"}  # not a1: team-b may not take it
+    plan = gn.plan_claim(nodes, "team-a/vc", policies=[policy(1, pool="a")], blocked=kept,
+                         rule=gn.namespace_rule(RULES, "team-a"))
+    assert plan.satisfied and plan.add == ["a1"]
+
+
 OLD, NEW = "a" * 64, "b" * 64
 
 
