@@ -148,6 +148,17 @@ def _namespace_of(owner):
     return (owner or "").split("/", 1)[0]
 
 
+def holder_seen_by(node, owner):
+    """The node's holder as a message to `owner` may name it: messages end up in the status of owner's
+    VirtualCluster, which its namespace reads, and never name another namespace's virtual cluster."""
+    holder = owner_of(node)
+    if not holder:
+        return "nobody"
+    if _namespace_of(holder) == _namespace_of(owner):
+        return holder
+    return "a virtual cluster of another namespace"
+
+
 class _Tenancy:
     """What the namespace rule of `owner` lets it take: nodes its selector matches, up to `cap` more than the
     namespace's other virtual clusters hold (nodes held out of the pool for clearing do not count)."""
@@ -241,7 +252,7 @@ def plan_claim(globalnodes, owner, policies=None, names=None, exclude=(), blocke
             elif state_of(node) == FREE:
                 take(name)
             else:
-                plan.shortfall.append((1, "%s is %s by %s" % (name, state_of(node), owner_of(node) or "nobody")))
+                plan.shortfall.append((1, "%s is %s by %s" % (name, state_of(node), holder_seen_by(node, owner))))
     # The namespace's rule narrows the free nodes silently: one note per policy says so, not one per node.
     free_here = [name for name in free if not tenancy.refuses(by_name[name])]
     for index, policy in enumerate(policies or []):
@@ -309,7 +320,8 @@ def check_transition(node, owner, target):
     if state == FREE and target == FREE:
         return False
     if state != FREE and holder != owner:
-        raise ClaimError("GlobalNode %s is %s by %s, not by %s" % (name_of(node), state, holder or "nobody", owner))
+        raise ClaimError("GlobalNode %s is %s by %s, not by %s" % (name_of(node), state, holder_seen_by(node, owner),
+                                                                  owner))
     if state not in ALLOWED_FROM[target]:
         raise ClaimError("GlobalNode %s is %s; it cannot become %s (allowed from: %s)"
                          % (name_of(node), state, target, ", ".join(ALLOWED_FROM[target])))
@@ -321,7 +333,7 @@ def check_pins(node, owner, pins):
     return whether they differ from the recorded ones."""
     if state_of(node) == FREE or owner_of(node) != owner:
         raise ClaimError("GlobalNode %s is %s by %s: only its holder %s records its agent certificate"
-                         % (name_of(node), state_of(node), owner_of(node) or "nobody", owner))
+                         % (name_of(node), state_of(node), holder_seen_by(node, owner), owner))
     return sorted(pins) != sorted(agent_pins_of(node))
 
 

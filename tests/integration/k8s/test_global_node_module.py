@@ -89,7 +89,10 @@ def test_another_virtual_cluster_cannot_move_a_held_node(globalnodes, apiserver)
     globalnodes.make("gm-b1", {"pool": "b"})
     assert module(apiserver, virtual_cluster="t1/one", state="reserved", names=["gm-b1"])[0] == 0
     rc, res = module(apiserver, virtual_cluster="t2/two", state="occupied", names=["gm-b1"])
-    assert rc != 0 and "reserved by t1/one, not by t2/two" in res["msg"]
+    assert rc != 0 and "reserved by a virtual cluster of another namespace, not by t2/two" in res["msg"], res
+    assert "t1/one" not in res["msg"]  # t2 may not learn what t1 calls its virtual clusters
+    rc, res = module(apiserver, virtual_cluster="t1/three", state="occupied", names=["gm-b1"])
+    assert rc != 0 and "reserved by t1/one, not by t1/three" in res["msg"]  # its own namespace's: named
     rc, res = module(apiserver, virtual_cluster="t1/one", state="returning", names=["gm-b1"])
     assert rc == 0 and state(globalnodes, "gm-b1") == ("returning", "t1/one")
     rc, res = module(apiserver, virtual_cluster="t1/one", state="occupied", names=["gm-b1"])

@@ -53,7 +53,7 @@ def test_named_nodes_say_why_each_is_missing():
     plan = gn.plan_claim(nodes, OWNER, names=["w1", "w2", "w9", "w3"], exclude={"w3"})
     assert not plan.satisfied and plan.add == ["w1"]
     text = plan.message()
-    assert "w2 is occupied by t2/vc2" in text and "w9 is not a GlobalNode" in text and "w3 runs the operator" in text
+    assert "w2 is occupied by a virtual cluster of another namespace" in text and "t2/vc2" not in text and "w9 is not a GlobalNode" in text and "w3 runs the operator" in text
 
 
 def test_surplus_is_what_the_request_no_longer_asks_for():
@@ -248,3 +248,16 @@ def test_a_node_already_held_is_kept_when_another_reports_its_address():
     nodes = [_at(node("w1", "occupied", OWNER), "192.0.2.11"), _at(node("w2"), "192.0.2.11")]
     plan = gn.plan_claim(nodes, OWNER, names=["w1"])
     assert plan.keep == ["w1"] and plan.satisfied
+
+
+def test_a_message_names_the_holder_only_to_its_own_namespace():
+    held = node("w1", "occupied", "t1/other")
+    assert gn.holder_seen_by(held, "t1/mine") == "t1/other"
+    assert gn.holder_seen_by(held, "t2/vc") == "a virtual cluster of another namespace"
+    assert gn.holder_seen_by(node("w2"), "t2/vc") == "nobody"
+    with pytest.raises(gn.ClaimError) as refused:
+        gn.check_transition(held, "t2/vc", "occupied")
+    assert "t1/other" not in str(refused.value)
+    with pytest.raises(gn.ClaimError) as refused:
+        gn.check_pins(held, "t2/vc", ["a" * 64])
+    assert "t1/other" not in str(refused.value)
