@@ -97,7 +97,7 @@ def _as_operator(api_client):
 
 
 def _pod_template(**pod):
-    spec = {"containers": [{"name": "c", "image": "kubenest.local/pause:3.10"}]}
+    spec = {"containers": [{"name": "c", "image": "kubenest.local/pause:3.10"}], "automountServiceAccountToken": False}
     for key, value in pod.items():
         if key == "container":
             spec["containers"][0].update(value)
@@ -142,6 +142,16 @@ def _refused(apps, body) -> str:
     ("foreign-image", {"container": {"image": "evil.example/x:1"}}, "images from kubenest.local"),
     ("init", {"initContainers": [{"name": "i", "image": "kubenest.local/x:1",
                                   "securityContext": {"privileged": True}}]}, "privileged"),
+    ("nfs", {"volumes": [{"name": "n", "nfs": {"server": "198.18.0.1", "path": "/"}}]},
+     "only create pods with volumes"),
+    ("token", {"volumes": [{"name": "t", "projected": {"sources": [{"serviceAccountToken": {"path": "t"}}]}}]},
+     "only create pods with volumes"),
+    ("own-sa", {"serviceAccountName": "builder"}, "without a service account"),
+    ("automount", {"automountServiceAccountToken": True}, "automountServiceAccountToken false"),
+    ("host-port", {"container": {"ports": [{"containerPort": 80, "hostPort": 8080}]}}, "host ports"),
+    ("unconfined", {"securityContext": {"seccompProfile": {"type": "Unconfined"}}}, "seccomp switched off"),
+    ("unconfined-c", {"container": {"securityContext": {"seccompProfile": {"type": "Unconfined"}}}},
+     "seccomp switched off"),
 ])
 def test_the_policy_refuses_dangerous_workloads_from_the_operator(deployed, name, pod, says):
     apps = _as_operator(deployed)
@@ -157,7 +167,7 @@ def test_the_real_control_plane_passes_and_others_are_not_limited(deployed):
     settings = {"image": "kubenest.local/etcd:v3.6.16", "advertise_ip": "10.96.0.20",
                 "image_repository": "kubenest.local", "version": "v1.36.3",
                 "etcd_endpoint": "https://10.96.0.20:2379", "service_cidr": "198.18.128.0/17",
-                "pod_cidr": "198.18.64.0/18"}
+                "pod_cidr": "198.18.64.0/18", "konnectivity_image": "kubenest.local/konnectivity-server:v0.34.0"}
     apps.create_namespaced_stateful_set("tenants", hosted_manifest("etcd", vc, settings))
     for component in ("apiserver", "controller-manager", "scheduler"):
         apps.create_namespaced_deployment("tenants", hosted_manifest(component, vc, settings))
@@ -167,9 +177,15 @@ def test_the_real_control_plane_passes_and_others_are_not_limited(deployed):
                                                                 container={"securityContext": {"privileged": True}}))
 
 
-def _bootstrap_token(name, token_type="bootstrap.kubernetes.io/token", labels=None) -> dict:
+def _bootstrap_token(name, token_type="bootstrap.kubernetes.io/token", labels=None, expires_in=600,
+                     groups="system:bootstrappers:kubenest,system:bootstrappers:kubeadm:default-node-token") -> dict:
+    data = {"token-id": name[-6:], "token-secret": "0123456789abcdef"}
+    if expires_in is not None:
+        data["expiration"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + expires_in))
+    if groups is not None:
+        data["auth-extra-groups"] = groups
     return {"metadata": {"name": name, "labels": {"kosmos.io/bootstrap-token": "true"} if labels is None else labels},
-            "type": token_type, "stringData": {"token-id": name[-6:], "token-secret": "0123456789abcdef"}}
+            "type": token_type, "stringData": data}
 
 
 def test_in_kube_system_the_operator_makes_and_removes_only_its_bootstrap_tokens(deployed):
@@ -200,6 +216,13 @@ def test_in_kube_system_the_operator_makes_and_removes_only_its_bootstrap_tokens
     assert "bootstrap-tokens" in refused(operator.create_namespaced_secret, "kube-system",
                                          _bootstrap_token("other-name-abcdef"))
 
+    assert "an expiration is required" in refused(operator.create_namespaced_secret, "kube-system",
+                                                  _bootstrap_token("bootstrap-token-never1", expires_in=None))
+    assert "may only name the groups" in refused(
+        operator.create_namespaced_secret, "kube-system",
+        _bootstrap_token("bootstrap-token-group1", groups="system:bootstrappers:kubenest,system:bootstrappers:x"))
+    assert "may only name the groups" in refused(operator.create_namespaced_secret, "kube-system",
+                                                 _bootstrap_token("bootstrap-token-group2", groups="system:masters"))
     operator.create_namespaced_secret("kube-system", _bootstrap_token("bootstrap-token-kbnst1"))
     operator.delete_namespaced_secret("bootstrap-token-kbnst1", "kube-system")
     admin.create_namespaced_secret("kube-system", {"metadata": {"name": "admins-own"}, "stringData": {"k": "v"}})

@@ -42,3 +42,16 @@ def test_anything_but_registry_hosts_is_refused_as_it_would_become_cel(registrie
 def test_a_list_without_the_policy_is_refused():
     with pytest.raises(AnsibleFilterError, match="no policy of the List has the variable allowedRegistries"):
         operator_admission_policy({"kind": "List", "items": []}, ["kubenest.local"])
+
+
+def test_the_bootstrap_token_groups_the_policy_allows_are_those_the_returning_kubelet_gets():
+    import ast
+    import base64
+
+    root = Path(__file__).resolve().parents[3]
+    groups = yaml.safe_load((root / "roles/node_promote/defaults/main.yml").read_text())[
+        "node_promote_host_bootstrap_groups"]
+    [allowed] = [v["expression"] for item in POLICY["items"] if item["kind"] == "ValidatingAdmissionPolicy"
+                 for v in item["spec"].get("variables") or [] if v["name"] == "allowedGroups"]
+    decoded = [base64.b64decode(value).decode() for value in ast.literal_eval(allowed)]
+    assert decoded == [",".join(groups)]  # as plugins/action/bootstrap_token.py joins them
