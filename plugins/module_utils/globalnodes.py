@@ -320,8 +320,8 @@ def check_transition(node, owner, target):
     if state == FREE and target == FREE:
         return False
     if state != FREE and holder != owner:
-        raise ClaimError("GlobalNode %s is %s by %s, not by %s" % (name_of(node), state, holder_seen_by(node, owner),
-                                                                  owner))
+        raise ClaimError("GlobalNode %s is %s by %s, not by %s"
+                         % (name_of(node), state, holder_seen_by(node, owner), owner))
     if state not in ALLOWED_FROM[target]:
         raise ClaimError("GlobalNode %s is %s; it cannot become %s (allowed from: %s)"
                          % (name_of(node), state, target, ", ".join(ALLOWED_FROM[target])))
