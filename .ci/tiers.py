@@ -27,11 +27,11 @@ SHARES = {
     "lint": 4,
     "unit": 1,
     "integration:agent": 3,
-    "wait:k8s": 5,
+    "wait:k8s": 4,
     "integration": 8,
     "wait:builds": 5,
     "integration:images": 2,
-    "e2e": 26,  # with the conformance suite's smoke subset
+    "e2e": 27,  # with the conformance suite's smoke subset (about 5 min of it)
     "e2e:kubeadm": 4,
 }
 DEFAULT_LOG = "build/tiers.jsonl"
