@@ -14,7 +14,8 @@ description:
     the rules O(allow) and O(deny) give, so packets from the listed sources are judged before any NAT, for the
     node itself and for the pods and Services behind it alike.
   - Replies to connections already set up pass first; then each O(allow) entry lets its sources reach its TCP
-    ports; then everything else from a O(deny) source is dropped. Other sources are not affected.
+    ports (at its destinations only, when it names some); then everything else from a O(deny) source is dropped.
+    Other sources are not affected.
   - The chain is replaced in one C(iptables-restore) transaction, so there is no moment with half the rules.
     Idempotent; a chain that already holds the rules reports no change.
   - IPv4 only.
@@ -48,6 +49,14 @@ options:
         type: list
         elements: int
         required: true
+      destinations:
+        description:
+          - IPv4 addresses or networks the packets must be sent to, as they arrive (before any NAT), such as a
+            load balancer's address that the node takes traffic for. Empty for any destination.
+        type: list
+        elements: str
+        default: []
+        version_added: 1.4.0
   deny:
     description: IPv4 addresses or networks whose new connections and datagrams are dropped.
     type: list
@@ -68,6 +77,16 @@ EXAMPLES = r"""
     allow:
       - sources: [198.18.0.12]
         tcp_ports: [31443, 31132]
+    deny: [198.18.0.12, 198.18.0.13]
+
+- name: The same, with the tenant's API server behind a load balancer whose address this node answers for
+  kosmos.kubenest.node_firewall:
+    allow:
+      - sources: [198.18.0.12]
+        tcp_ports: [31443, 31132]
+      - sources: [198.18.0.12]
+        destinations: [198.18.0.250]
+        tcp_ports: [6443, 8132]
     deny: [198.18.0.12, 198.18.0.13]
 """
 
@@ -94,13 +113,13 @@ class InvalidRule(ValueError):
     pass
 
 
-def _source(value):
+def _network(value, what="sources"):
     try:
         net = ipaddress.ip_network(str(value), strict=True)
     except ValueError:
         raise InvalidRule("%r is not an IP address or network" % (value,)) from None
     if net.version != 4:
-        raise InvalidRule("%s is IPv6; only IPv4 sources are supported" % net)
+        raise InvalidRule("%s is IPv6; only IPv4 %s are supported" % (net, what))
     return str(net) if net.prefixlen != 32 else "%s/32" % net.network_address
 
 
@@ -123,11 +142,15 @@ def chain_rules(chain, allow, deny):
     rules = ["-A %s -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN" % chain]
     for entry in allow:
         ports = ",".join(str(p) for p in _ports(entry.get("tcp_ports") or []))
+        # iptables -S prints the destination after the source; no destination is written as none.
+        destinations = [" -d %s" % _network(d, "destinations") for d in entry.get("destinations") or []] or [""]
         for source in entry.get("sources") or []:
-            rules.append("-A %s -s %s -p tcp -m multiport --dports %s -j RETURN" % (chain, _source(source), ports))
+            for destination in destinations:
+                rules.append("-A %s -s %s%s -p tcp -m multiport --dports %s -j RETURN"
+                             % (chain, _network(source), destination, ports))
     dropped = []
     for source in deny:
-        source = _source(source)
+        source = _network(source)
         if source not in dropped:
             dropped.append(source)
             rules.append("-A %s -s %s -j DROP" % (chain, source))
@@ -209,6 +232,7 @@ def main():
             "allow": {"type": "list", "elements": "dict", "default": [], "options": {
                 "sources": {"type": "list", "elements": "str", "required": True},
                 "tcp_ports": {"type": "list", "elements": "int", "required": True},
+                "destinations": {"type": "list", "elements": "str", "default": []},
             }},
             "deny": {"type": "list", "elements": "str", "default": []},
         },

@@ -13,11 +13,14 @@ node's part.
 A node is on a tenant's side while its GlobalNode carries the ports annotation and names a virtual cluster,
 and the host has no Node of that name. The annotation is set when the node has left the host, before it joins
 the tenant (step Isolate), and removed once a returning node is wiped, before its kubelet dials the host's API
-server: so every run, of any virtual cluster, sees a node move sides at the same moments.
+server: so every run, of any virtual cluster, sees a node move sides at the same moments. A tenant whose API
+server is behind a load balancer that the host's nodes answer for themselves also records that address and its
+ports; the host's nodes then let the tenant's nodes reach exactly those pairs too.
 """
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -28,7 +31,12 @@ OWNED_STATES = ("reserved", "occupied", "returning", "held")
 # (API, Konnectivity). Kept on the cluster-scoped GlobalNode, so a run for one virtual cluster knows every other
 # tenant's ports without reading other namespaces.
 PORTS_ANNOTATION = "kosmos.io/tenant-api-ports"
+# Beside it, for an API server Service of type LoadBalancer whose address the host's nodes take traffic for
+# themselves (MetalLB, kube-vip, ipMode VIP): that address and the Service ports (API, Konnectivity), as
+# `address:port,...`. Those packets reach a host node at the load balancer's address, not at a NodePort.
+ENDPOINTS_ANNOTATION = "kosmos.io/tenant-api-endpoints"
 MAX_PORTS = 15  # node_firewall's limit per entry; more than that is not ours and counts as none
+MAX_ENDPOINTS = 8  # a Service's addresses, a few of each family at most; more is not ours and counts as none
 
 
 def _internal_ip(node: Mapping[str, Any]) -> str | None:
@@ -48,6 +56,44 @@ def recorded_ports(global_node: Mapping[str, Any]) -> list[int]:
     return ports if all(0 < port < 65536 for port in ports) else []
 
 
+def recorded_endpoints(global_node: Mapping[str, Any]) -> tuple[list[str], list[int]]:
+    """The load-balancer addresses and ports recorded on a GlobalNode, as (addresses, ports); anything that is not
+    a list of IPv4 `address:port` counts as none (fail closed)."""
+    value = ((global_node.get("metadata") or {}).get("annotations") or {}).get(ENDPOINTS_ANNOTATION) or ""
+    addresses, ports = set(), set()
+    parts = [part.strip() for part in str(value).split(",") if part.strip()]
+    if len(parts) > MAX_ENDPOINTS:
+        return [], []
+    for part in parts:
+        address, _sep, port = part.rpartition(":")
+        try:
+            ip, number = ipaddress.IPv4Address(address), int(port)
+        except ValueError:
+            return [], []
+        if not 0 < number < 65536 or ip.is_unspecified or ip.is_loopback:
+            return [], []
+        addresses.add(str(ip))
+        ports.add(number)
+    return sorted(addresses, key=ipaddress.IPv4Address), sorted(ports)
+
+
+def load_balancer_endpoints(service: Mapping[str, Any], port_names: Iterable[str]) -> str:
+    """The value of ENDPOINTS_ANNOTATION for a tenant's API server Service: every address its load balancer gives
+    that the host's nodes take traffic for (an ingress IP whose ipMode is not Proxy), at each Service port named in
+    port_names; empty for any other Service."""
+    spec, status = service.get("spec") or {}, service.get("status") or {}
+    if spec.get("type") != "LoadBalancer":
+        return ""
+    names = set(port_names)
+    service_ports = sorted({int(p["port"]) for p in spec.get("ports") or [] if p.get("name") in names})
+    addresses = []
+    for ingress in (status.get("loadBalancer") or {}).get("ingress") or []:
+        # ipMode Proxy: the load balancer connects to the NodePorts from its own address, which needs no rule.
+        if ingress.get("ip") and ingress.get("ipMode", "VIP") != "Proxy" and ingress["ip"] not in addresses:
+            addresses.append(str(ingress["ip"]))
+    return ",".join("%s:%d" % (address, port) for address in addresses for port in service_ports)
+
+
 def plan(host_nodes: Iterable[Mapping[str, Any]], global_nodes: Iterable[Mapping[str, Any]]
          ) -> dict[str, dict[str, Any]]:
     """Node name -> {address, side ('host' or namespace/name of its virtual cluster), allow, deny,
@@ -62,6 +108,7 @@ def plan(host_nodes: Iterable[Mapping[str, Any]], global_nodes: Iterable[Mapping
             in_host[str(name)] = address
     tenants: dict[str, dict[str, str]] = {}  # virtual cluster -> node name -> address
     ports: dict[str, set[int]] = {}
+    balanced: dict[str, tuple[set[str], set[int]]] = {}  # virtual cluster -> load-balancer addresses, ports
     for gnode in global_nodes:
         name = str((gnode.get("metadata") or {}).get("name") or "")
         status, address = gnode.get("status") or {}, (gnode.get("spec") or {}).get("nodeIP")
@@ -72,13 +119,22 @@ def plan(host_nodes: Iterable[Mapping[str, Any]], global_nodes: Iterable[Mapping
         if owner and status.get("state") in OWNED_STATES:
             tenants.setdefault(str(owner), {})[name] = str(address)
             ports.setdefault(str(owner), set()).update(recorded_ports(gnode))
+            addresses, service_ports = recorded_endpoints(gnode)
+            if addresses:
+                entry = balanced.setdefault(str(owner), (set(), set()))
+                entry[0].update(addresses)
+                entry[1].update(service_ports)
     tenant_addresses = sorted({a for members in tenants.values() for a in members.values()})
-    host_filter = {
-        "allow": [{"sources": sorted(members.values()), "tcp_ports": sorted(ports[owner])}
-                  for owner, members in sorted(tenants.items())
-                  if 0 < len(ports.get(owner, ())) <= MAX_PORTS],
-        "deny": tenant_addresses,
-    }
+    allow = []
+    for owner, members in sorted(tenants.items()):
+        sources = sorted(members.values())
+        if 0 < len(ports.get(owner, ())) <= MAX_PORTS:
+            allow.append({"sources": sources, "tcp_ports": sorted(ports[owner])})
+        addresses, service_ports = balanced.get(owner, (set(), set()))
+        if addresses and len(service_ports) <= MAX_PORTS:
+            allow.append({"sources": sources, "destinations": sorted(addresses, key=ipaddress.IPv4Address),
+                          "tcp_ports": sorted(service_ports)})
+    host_filter = {"allow": allow, "deny": tenant_addresses}
     result: dict[str, dict[str, Any]] = {}
     for name, address in in_host.items():
         result[name] = {"address": address, "side": "host", **host_filter}

@@ -2,8 +2,8 @@
 load balancer, never tied to the host's control-plane node.
 
 The load balancer is the sandbox's stand-in for a platform's own (sandbox/loadbalancer.py: an address on the
-sandbox's bridge, proxied to the Service's NodePorts); the first test shows it keeps the contract the collection
-relies on.
+sandbox's bridge, proxied to the Service's NodePorts; in the last test an address a host node answers for, as
+kube-vip gives); the first and the last tests show it keeps the contract the collection relies on.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from cryptography import x509
 from kubernetes import client as k8s
 
 from sandbox.operator import write_site_vars
+from tests.support.nodes import assert_back_in_host_clean, globalnode, on_node
 from tests.support.virtualclusters import (
     REPO_ROOT,
     OperatorProcess,
@@ -187,3 +188,69 @@ def test_without_a_load_balancer_the_run_fails_saying_what_the_host_lacks(operat
         balancer.send_signal(signal.SIGCONT)
     wait_ready(api, NS, "pool-nolb")  # the next run, with the controller back
     delete_vc(api, NS, "pool-nolb")
+
+
+def _holders(sb, ip: str, besides: str) -> list[str]:
+    return [n.name for n in sb.nodes if n.name != besides
+            and f" {ip}/32 " in on_node(sb, n.name, "ip -o -4 addr show dev host0")]
+
+
+def test_a_node_promoted_behind_a_load_balancer_that_host_nodes_answer_for_joins_and_works_through_it(
+        host_cluster, operator, load_balancer, tmp_path):
+    """MetalLB's or kube-vip's way (ipMode VIP): the tenant's node reaches a host node at the load balancer's
+    address and Service port, which node isolation lets through for that tenant's nodes only."""
+    sb, _api = host_cluster
+    _proc, api = operator
+    proxying, _log = load_balancer
+    proxying.send_signal(signal.SIGCONT)
+    proxying.terminate()  # one stand-in at a time; it gives its addresses back
+    proxying.wait(30)
+    log = tmp_path / "loadbalancer-vip.log"
+    with open(log, "wb") as out:
+        balancer = subprocess.Popen([sys.executable, "-m", "sandbox.loadbalancer", "--mode", "vip"], cwd=REPO_ROOT,
+                                    stdout=out, stderr=subprocess.STDOUT)
+    worker = next(n for n in sb.nodes if n.role == "workers")  # the pool is the last worker
+    try:
+        started = time.monotonic()
+        create_vc(api, NS, "pool-vip", {"apiServerServiceType": "LoadBalancer", "promotePolicies": [
+            {"labelSelector": {"matchLabels": {"kubernetes.io/hostname": worker.name}}, "nodeCount": 1}]})
+        vc = wait_ready(api, NS, "pool-vip", timeout=900)
+        print(f"\npool-vip Ready with its node in {time.monotonic() - started:.0f}s")
+        assert vc["status"]["nodesReady"] == "1/1", vc["status"]
+
+        [ingress] = k8s.CoreV1Api(api).read_namespaced_service("pool-vip-apiserver", NS).status.load_balancer.ingress
+        vip = ingress.ip
+        assert ingress.ip_mode == "VIP" and vc["status"]["endpoint"] == f"https://{vip}:6443"
+        assert vip not in _bridge_addresses(sb.bridge)  # nothing listens for it but kube-proxy on a host node
+        [holder] = _holders(sb, vip, besides=worker.name)
+        assert globalnode(api, worker.name)["metadata"]["annotations"]["kosmos.io/tenant-api-endpoints"] == (
+            f"{vip}:6443,{vip}:8132")
+        chain = on_node(sb, holder, "iptables -t mangle -S KUBENEST-ISOLATION")
+        assert f"-s {worker.ip}/32 -d {vip}/32 -p tcp -m multiport --dports 6443,8132 -j RETURN" in chain, chain
+
+        # The node's kubelet joined at the address and keeps its node Ready through it.
+        assert f"server: https://{vip}:6443" in on_node(sb, worker.name, "cat /etc/kubernetes/kubelet.conf")
+        tenant, _config = tenant_client(vc, api)
+        tenant_core = k8s.CoreV1Api(tenant)
+        [node] = tenant_core.list_node().items
+        assert node.metadata.name == worker.name
+        assert any(c.type == "Ready" and c.status == "True" for c in node.status.conditions)
+        # Logs go through the Konnectivity agent on the node, which dials the address at 8132.
+        agents = k8s.AppsV1Api(tenant).read_namespaced_daemon_set("konnectivity-agent", "kube-system").status
+        assert agents.number_ready == 1, agents
+        dns_pod = tenant_core.list_namespaced_pod("kube-system", label_selector="k8s-app=kube-dns").items[0]
+        assert dns_pod.spec.node_name == worker.name
+        assert "CoreDNS-" in tenant_core.read_namespaced_pod_log(dns_pod.metadata.name, "kube-system")
+
+        # Only those pairs: the same port at the holder's own address (the host's API server there) stays shut.
+        probe = "timeout 5 bash -c '</dev/tcp/{}/6443' 2>/dev/null && echo open || echo shut"
+        holder_ip = next(n.ip for n in sb.nodes if n.name == holder)
+        assert on_node(sb, worker.name, probe.format(vip)).strip() == "open"
+        assert on_node(sb, worker.name, probe.format(holder_ip)).strip() == "shut"
+    finally:
+        delete_vc(api, NS, "pool-vip", timeout=600)
+        balancer.terminate()
+        balancer.wait(30)
+    assert_back_in_host_clean(sb, api, worker.name)
+    assert "kosmos.io/tenant-api-endpoints" not in (globalnode(api, worker.name)["metadata"].get("annotations") or {})
+    assert not _holders(sb, vip, besides=""), "the stand-in left its address on a node"

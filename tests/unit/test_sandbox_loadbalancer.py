@@ -6,7 +6,7 @@ from pathlib import Path
 
 from kubernetes import client as k8s
 
-from sandbox.loadbalancer import EXCLUDE_LABEL, POOL_SIZE, backends, default_pool
+from sandbox.loadbalancer import EXCLUDE_LABEL, POOL_SIZE, backend_nodes, backends, default_pool, holder
 from sandbox.machines.config import Sandbox
 
 
@@ -28,3 +28,15 @@ def test_addresses_come_from_the_top_of_the_node_range_away_from_the_machines(tm
     pool = default_pool(sb)
     assert len(pool) == POOL_SIZE and pool[0] == "198.18.7.240" and pool[-1] == "198.18.7.254"
     assert not {n.ip for n in sb.nodes} & set(pool)
+
+
+def test_in_vip_mode_the_address_stays_on_its_node_while_that_may_hold_it_and_moves_to_the_first_otherwise():
+    assert holder(["kn-cp1", "kn-w2"], "kn-w2") == "kn-w2"
+    assert holder(["kn-cp1", "kn-w2"], "kn-w1") == "kn-cp1"  # kn-w1 left the host (promoted) or is not Ready
+    assert holder(["kn-cp1"], None) == "kn-cp1"
+    assert holder([], "kn-w1") is None
+
+
+def test_the_names_of_the_nodes_come_with_their_addresses():
+    nodes = [_node("b", "192.0.2.2"), _node("a", "192.0.2.1"), _node("c", "192.0.2.3", ready=False)]
+    assert backend_nodes(nodes) == [("a", "192.0.2.1"), ("b", "192.0.2.2")]

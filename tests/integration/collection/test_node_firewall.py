@@ -2,7 +2,8 @@
 
 The first tenant node may reach one port, which a DNAT rule (as kube-proxy makes for a NodePort) sends to a
 listener on another port: the chain judges the packet before NAT. Everything else from both is dropped, while
-connections the node opens itself still get their answers.
+connections the node opens itself still get their answers. The node also answers for a load balancer's address
+(as a MetalLB or kube-vip node does), which kube-proxy's rule sends on the same way.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("iptables") is
                                 reason="needs root and iptables")
 CHAIN = "KUBENEST-ISOLATION"
 NODE_PORT, LISTENER, OTHER = 31001, 8080, 31002
+VIP, VIP_PORT = "10.77.9.9", 6443
 LISTEN = """
 import socket, sys
 servers = []
@@ -101,9 +103,14 @@ def wired():
             _ns(names["node"], "ip", "link", "set", here, "up")
             _ns(names[tenant], "ip", "addr", "add", f"10.77.{i}.2/24", "dev", there)
             _ns(names[tenant], "ip", "link", "set", there, "up")
+            _ns(names[tenant], "ip", "route", "add", f"{VIP}/32", "via", f"10.77.{i}.1")
         # A NodePort the kube-proxy way: the port tenants dial is sent on to the listener before routing.
         _ns(names["node"], "iptables", "-t", "nat", "-A", "PREROUTING", "-p", "tcp", "--dport", str(NODE_PORT),
             "-j", "REDIRECT", "--to-ports", str(LISTENER))
+        # A load balancer's address the node takes traffic for, and kube-proxy's rule for its Service port.
+        _ns(names["node"], "ip", "addr", "add", f"{VIP}/32", "dev", "lo")
+        _ns(names["node"], "iptables", "-t", "nat", "-A", "PREROUTING", "-d", f"{VIP}/32", "-p", "tcp", "--dport",
+            str(VIP_PORT), "-j", "REDIRECT", "--to-ports", str(LISTENER))
         for name, ports in ((names["node"], [LISTENER, OTHER]), (names["t1"], [9000]), (names["t2"], [9000])):
             listeners.append(subprocess.Popen(["ip", "netns", "exec", name, sys.executable, "-c", LISTEN,
                                                *map(str, ports)]))
@@ -167,3 +174,25 @@ def test_a_chain_emptied_behind_its_back_is_filled_again(wired):
     assert _connects(t2, "10.77.2.1", OTHER)
     assert _module(node, deny=["10.77.2.2"])["changed"]
     assert not _connects(t2, "10.77.2.1", OTHER)
+
+
+def test_a_tenant_node_reaches_its_load_balancers_address_at_its_port_and_nothing_else_there(wired):
+    node, t1, t2 = wired["node"], wired["t1"], wired["t2"]
+    assert _connects(t1, VIP, VIP_PORT) and _connects(t2, VIP, VIP_PORT)  # open before
+    allow = [{"sources": ["10.77.1.2"], "tcp_ports": [NODE_PORT]},
+             {"sources": ["10.77.1.2"], "destinations": [VIP], "tcp_ports": [VIP_PORT]}]
+    deny = ["10.77.1.2", "10.77.2.2"]
+    applied = _module(node, allow=allow, deny=deny)
+    listed = _ns(node, "iptables", "-t", "mangle", "-S", CHAIN).stdout.splitlines()
+    assert [line for line in listed if line.startswith("-A")] == applied["rules"]
+    assert _module(node, allow=allow, deny=deny)["changed"] is False  # reads back as written
+
+    assert _connects(t1, VIP, VIP_PORT)  # at the address, judged before kube-proxy's NAT
+    assert not _connects(t1, "10.77.1.1", VIP_PORT)  # the same port at the node's own address
+    assert not _connects(t1, VIP, OTHER)  # another port at the address
+    assert not _connects(t2, VIP, VIP_PORT)  # another tenant's node at the address
+    assert _connects(t1, "10.77.1.1", NODE_PORT)
+
+    # Without the pair (the rules before load balancers were known), the tenant node is kept off its API server.
+    _module(node, allow=allow[:1], deny=deny)
+    assert not _connects(t1, VIP, VIP_PORT)

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import pytest
+from ansible_collections.kosmos.kubenest.plugins.filter.tenant_api_endpoints import tenant_api_endpoints
 from ansible_collections.kosmos.kubenest.plugins.modules.node_firewall import (
     InvalidRule,
     chain_rules,
     restore_script,
 )
-from ansible_collections.kosmos.kubenest.plugins.plugin_utils.node_isolation import plan, recorded_ports
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.node_isolation import (
+    plan,
+    recorded_endpoints,
+    recorded_ports,
+)
 
 CP, W1, W2, W3 = "198.18.0.10", "198.18.0.11", "198.18.0.12", "198.18.0.13"
 
@@ -94,6 +99,69 @@ def test_too_many_recorded_ports_count_as_none():
     assert result["kn-cp1"]["allow"] == [] and result["kn-cp1"]["deny"] == [W1]
 
 
+VIP = "198.18.0.241"
+
+
+def test_host_nodes_let_a_tenant_behind_a_vip_load_balancer_reach_its_address_at_the_service_ports():
+    behind = _gnode("kn-w1", W1, "occupied", "t/a")
+    behind["metadata"]["annotations"]["kosmos.io/tenant-api-endpoints"] = f"{VIP}:6443,{VIP}:8132"
+    result = plan([_node("kn-cp1", CP)], [behind, _gnode("kn-w2", W2, "occupied", "t/b")])
+    assert result["kn-cp1"]["allow"] == [
+        {"sources": [W1], "tcp_ports": [31001, 31002]},
+        {"sources": [W1], "destinations": [VIP], "tcp_ports": [6443, 8132]},
+        {"sources": [W2], "tcp_ports": [31003, 31004]},  # the other tenant: its NodePorts only, not the address
+    ]
+    assert result["kn-w1"]["allow"] == [] and result["kn-w2"]["deny"] == [W1]
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    (f"{VIP}:6443,{VIP}:8132", ([VIP], [6443, 8132])),
+    (f" {VIP}:8132 , 198.18.0.9:6443,{VIP}:6443", (["198.18.0.9", VIP], [6443, 8132])),
+    ("", ([], [])),
+    (f"{VIP}:6443,{VIP}", ([], [])),  # one bad pair and none count
+    (f"{VIP}:0", ([], [])),
+    ("127.0.0.1:6443", ([], [])),
+    ("0.0.0.0:6443", ([], [])),
+    ("[fd00::1]:6443", ([], [])),
+    (f"{VIP}:6443 -j ACCEPT", ([], [])),
+    (",".join(f"198.18.0.{i}:6443" for i in range(1, 10)), ([], [])),  # more than a Service has
+])
+def test_recorded_endpoints_are_read_strictly(value, expected):
+    assert recorded_endpoints({"metadata": {"annotations": {"kosmos.io/tenant-api-endpoints": value}}}) == expected
+
+
+def _service(kind="LoadBalancer", ingress=None):
+    ports = [{"name": "https", "port": 6443, "nodePort": 31001},
+             {"name": "konnectivity", "port": 8132, "nodePort": 31002},
+             {"name": "metrics", "port": 9000, "nodePort": 31003}]
+    return {"spec": {"type": kind, "ports": ports}, "status": {"loadBalancer": {"ingress": ingress or []}}}
+
+
+@pytest.mark.parametrize(("service", "expected"), [
+    (_service(ingress=[{"ip": VIP, "ipMode": "VIP"}]), f"{VIP}:6443,{VIP}:8132"),
+    (_service(ingress=[{"ip": VIP}]), f"{VIP}:6443,{VIP}:8132"),  # no ipMode means VIP
+    (_service(ingress=[{"ip": VIP, "ipMode": "Proxy"}]), ""),  # it connects to the NodePorts from its own address
+    (_service(ingress=[{"hostname": "lb.example.com"}]), ""),
+    (_service(ingress=[]), ""),
+    (_service("NodePort"), ""),
+])
+def test_the_recorded_pairs_are_those_the_host_nodes_take_traffic_for(service, expected):
+    assert tenant_api_endpoints(service) == expected
+    if expected:
+        assert recorded_endpoints({"metadata": {"annotations": {"kosmos.io/tenant-api-endpoints": expected}}}) == (
+            [VIP], [6443, 8132])
+
+
+def test_rules_with_destinations_read_as_iptables_prints_them():
+    rules = chain_rules("KUBENEST-ISOLATION", [{"sources": [W1, W2], "destinations": [VIP],
+                                                "tcp_ports": [6443, 8132]}], [W1])
+    assert rules[1:] == [
+        f"-A KUBENEST-ISOLATION -s {W1}/32 -d {VIP}/32 -p tcp -m multiport --dports 6443,8132 -j RETURN",
+        f"-A KUBENEST-ISOLATION -s {W2}/32 -d {VIP}/32 -p tcp -m multiport --dports 6443,8132 -j RETURN",
+        f"-A KUBENEST-ISOLATION -s {W1}/32 -j DROP",
+    ]
+
+
 def test_rules_read_as_iptables_prints_them():
     rules = chain_rules("KUBENEST-ISOLATION", [{"sources": [W1, "198.18.1.0/24"], "tcp_ports": [31001, 31002]}],
                         [W1, W2, W1])
@@ -116,6 +184,10 @@ def test_rules_read_as_iptables_prints_them():
     ("KUBENEST-ISOLATION", [{"sources": [W1], "tcp_ports": [0]}], [], "not a TCP port"),
     ("KUBENEST-ISOLATION", [{"sources": [W1], "tcp_ports": [True]}], [], "not a TCP port"),
     ("KUBENEST-ISOLATION", [{"sources": [W1], "tcp_ports": list(range(1000, 1016))}], [], "1 to 15 ports"),
+    ("KUBENEST-ISOLATION", [{"sources": [W1], "destinations": ["fd00::1"], "tcp_ports": [6443]}], [],
+     "only IPv4 destinations"),
+    ("KUBENEST-ISOLATION", [{"sources": [W1], "destinations": ["lb.example.com"], "tcp_ports": [6443]}], [],
+     "not an IP address"),
     ("PREROUTING", [], [], "not a chain name of ours"),
     ("KUBENEST-X -j ACCEPT", [], [], "not a chain name of ours"),
 ])
