@@ -48,12 +48,12 @@ def deployed(api_client):
     return api_client
 
 
-def can_i(api_client, verb, resource, namespace=None, group="", subresource=None) -> bool:
+def can_i(api_client, verb, resource, namespace=None, group="", subresource=None, name=None) -> bool:
     review = kubernetes.client.AuthorizationV1Api(api_client).create_subject_access_review({
         "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
         "spec": {"user": SA, "groups": SA_GROUPS, "resourceAttributes": {
             "verb": verb, "resource": resource, "group": group, "namespace": namespace,
-            "subresource": subresource}}})
+            "subresource": subresource, "name": name}}})
     return review.status.allowed
 
 
@@ -87,6 +87,23 @@ def can_i(api_client, verb, resource, namespace=None, group="", subresource=None
 ])
 def test_namespaced_mode_rights(deployed, verb, resource, namespace, group, allowed):
     assert can_i(deployed, verb, resource, namespace, group) is allowed
+
+
+@pytest.mark.parametrize(("verb", "resource", "subresource", "name", "allowed"), [
+    # a returned node's first host client certificate, approved by the run for its own name
+    ("list", "certificatesigningrequests", None, None, True),
+    ("update", "certificatesigningrequests", "approval", None, True),
+    ("approve", "signers", None, "kubernetes.io/kube-apiserver-client-kubelet", True),
+    ("approve", "signers", None, "kubernetes.io/kube-apiserver-client", False),  # no other client certificate
+    ("approve", "signers", None, "kubernetes.io/kubelet-serving", False),
+    ("create", "certificatesigningrequests", None, None, False),
+    ("delete", "certificatesigningrequests", None, None, False),
+    ("get", "clusterrolebindings", None, "kubenest:returning-node-bootstrap", True),
+    ("get", "clusterrolebindings", None, "cluster-admin", False),
+])
+def test_certificate_rights(deployed, verb, resource, subresource, name, allowed):
+    assert can_i(deployed, verb, resource, None, "certificates.k8s.io" if "cert" in resource or resource == "signers"
+                 else "rbac.authorization.k8s.io", subresource, name) is allowed
 
 
 def _as_operator(api_client):
@@ -178,7 +195,7 @@ def test_the_real_control_plane_passes_and_others_are_not_limited(deployed):
 
 
 def _bootstrap_token(name, token_type="bootstrap.kubernetes.io/token", labels=None, expires_in=600,
-                     groups="system:bootstrappers:kubenest,system:bootstrappers:kubeadm:default-node-token") -> dict:
+                     groups="system:bootstrappers:kubenest:returning") -> dict:
     data = {"token-id": name[-6:], "token-secret": "0123456789abcdef"}
     if expires_in is not None:
         data["expiration"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + expires_in))
@@ -223,6 +240,13 @@ def test_in_kube_system_the_operator_makes_and_removes_only_its_bootstrap_tokens
         _bootstrap_token("bootstrap-token-group1", groups="system:bootstrappers:kubenest,system:bootstrappers:x"))
     assert "may only name the groups" in refused(operator.create_namespaced_secret, "kube-system",
                                                  _bootstrap_token("bootstrap-token-group2", groups="system:masters"))
+    # Groups a host approves for any node name (this collection's own join group, kubeadm's): never.
+    assert "may only name the groups" in refused(
+        operator.create_namespaced_secret, "kube-system",
+        _bootstrap_token("bootstrap-token-group3", groups="system:bootstrappers:kubenest"))
+    assert "may only name the groups" in refused(
+        operator.create_namespaced_secret, "kube-system",
+        _bootstrap_token("bootstrap-token-group4", groups="system:bootstrappers:kubeadm:default-node-token"))
     operator.create_namespaced_secret("kube-system", _bootstrap_token("bootstrap-token-kbnst1"))
     operator.delete_namespaced_secret("bootstrap-token-kbnst1", "kube-system")
     admin.create_namespaced_secret("kube-system", {"metadata": {"name": "admins-own"}, "stringData": {"k": "v"}})
