@@ -23,7 +23,13 @@ from cryptography import x509
 from kubernetes import client as k8s
 
 from sandbox.operator import write_site_vars
-from tests.support.nodes import assert_back_in_host_clean, globalnode, on_node
+from tests.support.nodes import (
+    FirstRegistration,
+    assert_back_in_host_clean,
+    assert_registered_cordoned_and_tainted,
+    globalnode,
+    on_node,
+)
 from tests.support.virtualclusters import (
     REPO_ROOT,
     OperatorProcess,
@@ -248,9 +254,12 @@ def test_a_node_promoted_behind_a_load_balancer_that_host_nodes_answer_for_joins
         assert on_node(sb, worker.name, probe.format(vip)).strip() == "open"
         assert on_node(sb, worker.name, probe.format(holder_ip)).strip() == "shut"
     finally:
+        registration = FirstRegistration(api, worker.name)
         delete_vc(api, NS, "pool-vip", timeout=600)
         balancer.terminate()
         balancer.wait(30)
+    # Back in the host: registered cordoned and tainted before its kubelet started, released once Ready.
+    assert_registered_cordoned_and_tainted(registration.seen())
     assert_back_in_host_clean(sb, api, worker.name)
     assert "kosmos.io/tenant-api-endpoints" not in (globalnode(api, worker.name)["metadata"].get("annotations") or {})
     assert not _holders(sb, vip, besides=""), "the stand-in left its address on a node"

@@ -448,6 +448,7 @@ def test_plain_playbook_with_the_globalnodes_inventory_promotes_named_nodes(prom
         status = globalnode(api, name)["status"]
         assert status["state"] == "held" and status["virtualCluster"] == "kubenest-e2e-playbook/named", status
         assert host_node_ready(api, name) and host_node(api, name).spec.unschedulable
+        assert "kosmos.io/returning" in {t.key for t in host_node(api, name).spec.taints or []}
     playbook.clear("kn-w2", "kn-w3")
     for name in ("kn-w2", "kn-w3"):
         assert_back_in_host_clean(sb, api, name)

@@ -16,6 +16,7 @@ from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.errors impor
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.tls import fingerprint
 from cryptography import x509
 from kubernetes import client as k8s
+from kubernetes import watch
 from kubernetes.client.rest import ApiException
 
 from sandbox.machines.config import NETWORK_VARS
@@ -152,11 +153,51 @@ def globalnode_free(api, name: str) -> bool:
     return status.get("state") == "free" and not status.get("virtualCluster")
 
 
+RETURNING_TAINT = "kosmos.io/returning"
+
+
+class FirstRegistration:
+    """Watches the host for the next Node of one name to appear and keeps that first version: what a returning
+    node looks like before its kubelet could take anything. Start before the return; `seen()` after it."""
+
+    def __init__(self, api, name: str, timeout: float = 900):
+        import threading
+
+        self.first = None
+        self._watch = watch.Watch()
+        self._thread = threading.Thread(target=self._run, args=(api, name, timeout), daemon=True)
+        self._thread.start()
+
+    def _run(self, api, name, timeout):
+        core = k8s.CoreV1Api(api)
+        version = core.list_node(field_selector=f"metadata.name={name}").metadata.resource_version
+        for event in self._watch.stream(core.list_node, field_selector=f"metadata.name={name}",
+                                        resource_version=version, timeout_seconds=int(timeout)):
+            if event["type"] == "ADDED":
+                self.first = event["object"]
+                self._watch.stop()
+                return
+
+    def seen(self, timeout: float = 30):
+        self._thread.join(timeout)
+        self._watch.stop()
+        assert self.first is not None, "no host Node appeared for the returning node"
+        return self.first
+
+
+def assert_registered_cordoned_and_tainted(first) -> None:
+    """A returning node's host Node existed cordoned and tainted before its kubelet took it over."""
+    assert first.spec.unschedulable, f"{first.metadata.name} appeared schedulable"
+    assert RETURNING_TAINT in {t.key for t in first.spec.taints or []}, (
+        f"{first.metadata.name} appeared without the {RETURNING_TAINT} taint: {first.spec.taints}")
+
+
 def assert_back_in_host_clean(sb, api, node_name: str, tenant=None) -> None:
     """The end state of every failed promotion and of every finished return."""
     node = host_node(api, node_name)
     assert node is not None and host_node_ready(api, node_name), f"{node_name} is not Ready in the host cluster"
     assert not node.spec.unschedulable, f"{node_name} is still cordoned"
+    assert RETURNING_TAINT not in {t.key for t in node.spec.taints or []}, f"{node_name} is still tainted"
     assert node.metadata.labels.get("kubernetes.io/hostname") == node_name
     assert globalnode_free(api, node_name), f"GlobalNode {node_name}: {globalnode(api, node_name).get('status')}"
     stashes = k8s.CoreV1Api(api).list_namespaced_secret("kubenest-system").items

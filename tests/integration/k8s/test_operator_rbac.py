@@ -66,6 +66,7 @@ def can_i(api_client, verb, resource, namespace=None, group="", subresource=None
     ("watch", "virtualclusters", "tenants", "kosmos.io", True),
     ("create", "secrets", "kubenest-system", "", True),      # node stash
     ("patch", "nodes", None, "", True),                       # promotion
+    ("create", "nodes", None, "", True),                      # a returning node, cordoned and tainted first
     ("patch", "globalnodes", None, "kosmos.io", True),
     ("patch", "persistentvolumes", None, "", True),           # a wiped local volume offered again
     ("create", "persistentvolumes", None, "", False),         # no volume pointing at a path of its choice
