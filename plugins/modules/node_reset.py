@@ -21,8 +21,12 @@ description:
     into them.
   - C(kube-proxy --cleanup) starts as soon as the units are stopped and runs while containers and network
     namespaces are removed; the CNI plugins' chains are removed once it has ended.
-  - Images stay, so the node does not fetch them again. Idempotent; a clean node reports no change, unless
-    O(restart_units) are given, as those are restarted on every run.
+  - Images stay, so the node does not fetch them again, unless O(remove_images) is set: then every image of the
+    containerd namespace but those named in O(keep_images) is removed with its content, once the containers
+    are gone, so the next cluster neither reads the last one's images nor runs an image the last one put
+    under a name the next one uses.
+  - Idempotent; a clean node reports no change, unless O(restart_units) are given, as those are restarted on
+    every run.
 author:
   - kosmos.kubenest maintainers (@kosmos-kubenest)
 options:
@@ -64,6 +68,17 @@ options:
     type: list
     elements: path
     default: [/var/lib/kubelet, /run/containerd/io.containerd.grpc.v1.cri]
+  remove_images:
+    description: Remove the images of O(containerd_namespace) too, all but O(keep_images).
+    type: bool
+    default: false
+    version_added: 1.4.0
+  keep_images:
+    description: Image names (as C(ctr images ls) lists them) that O(remove_images) keeps.
+    type: list
+    elements: str
+    default: []
+    version_added: 1.4.0
   restart_units:
     description:
       - systemd units restarted last, once everything is removed (containerd, so that it watches an emptied CNI
@@ -124,6 +139,11 @@ chains:
   returned: always
   type: list
   elements: str
+images:
+  description: Images removed (or that would be, in check mode).
+  returned: always
+  type: list
+  elements: str
 restarted:
   description: Units restarted (or that would be, in check mode).
   returned: always
@@ -134,7 +154,8 @@ seconds:
   description: Time each stage took, in the order run, so a slow reset shows where it waited.
   returned: always
   type: dict
-  sample: {units: 0.41, containers: 0.9, network: 0.05, iptables: 0.3, mounts: 0.01, paths: 0.02, restart: 0.3}
+  sample: {units: 0.41, containers: 0.9, images: 0.2, network: 0.05, iptables: 0.3, mounts: 0.01, paths: 0.02,
+           restart: 0.3}
 """
 
 import os
@@ -188,7 +209,7 @@ class Reset:
     def __init__(self, module):
         self.module = module
         self.check = module.check_mode
-        self.result = dict(stopped=[], containers=[], netns=[], unmounted=[], removed=[], chains=[],
+        self.result = dict(stopped=[], containers=[], images=[], netns=[], unmounted=[], removed=[], chains=[],
                            kube_proxy_cleanup=False, restarted=[])
         self.cleanup = None  # kube-proxy's cleanup, once started in the background
 
@@ -253,6 +274,17 @@ class Reset:
                 listed, _out = self.run([ctr, "-n", namespace, "containers", "info", cid], check_rc=False)
                 if listed == 0:
                     self.run([ctr, "-n", namespace, "containers", "delete", cid])
+
+    def images(self, namespace, keep):
+        ctr = self.module.get_bin_path("ctr")
+        if ctr is None or not os.path.exists("/run/containerd/containerd.sock"):
+            return
+        _rc, out = self.run([ctr, "-n", namespace, "images", "ls", "-q"])
+        names = [name for name in out.split() if name not in set(keep)]
+        self.result["images"] = names
+        if names and not self.check:
+            # --sync: the content is gone when the call returns, not at containerd's next collection.
+            self.run([ctr, "-n", namespace, "images", "rm", "--sync", "--"] + names)
 
     def network(self, bridge, links=()):
         ip = self.module.get_bin_path("ip", required=True)
@@ -372,6 +404,8 @@ def main():
             kube_proxy=dict(type="path", default="/usr/local/bin/kube-proxy"),
             mount_roots=dict(type="list", elements="path",
                              default=["/var/lib/kubelet", "/run/containerd/io.containerd.grpc.v1.cri"]),
+            remove_images=dict(type="bool", default=False),
+            keep_images=dict(type="list", elements="str", default=[]),
             restart_units=dict(type="list", elements="str", default=[]),
         ),
         supports_check_mode=True,
@@ -389,6 +423,8 @@ def main():
 
     for stage, run in (("units", units),
                        ("containers", lambda: reset.containers(p["containerd_namespace"])),
+                       ("images", lambda: p["remove_images"] and reset.images(p["containerd_namespace"],
+                                                                              p["keep_images"])),
                        ("network", lambda: reset.network(p["bridge"], p["links"])),
                        ("iptables", lambda: reset.iptables(p["kube_proxy"])),
                        ("mounts", lambda: reset.mounts(p["mount_roots"])),
@@ -398,8 +434,8 @@ def main():
         run()
         seconds[stage] = round(time.monotonic() - started, 3)
     r = reset.result
-    changed = bool(r["stopped"] or r["containers"] or r["netns"] or r["unmounted"] or r["removed"] or r["chains"]
-                   or r["kube_proxy_cleanup"] or r["restarted"])
+    changed = bool(r["stopped"] or r["containers"] or r["images"] or r["netns"] or r["unmounted"] or r["removed"]
+                   or r["chains"] or r["kube_proxy_cleanup"] or r["restarted"])
     module.exit_json(changed=changed, seconds=seconds, **r)
 
 

@@ -196,6 +196,25 @@ def test_without_a_load_balancer_the_run_fails_saying_what_the_host_lacks(operat
     delete_vc(api, NS, "pool-nolb")
 
 
+# Names on the promoted worker: an image the host has (the echo image every host node gets) put under a private
+# name before promotion, and the one a tenant's root puts under that host name while it holds the node.
+HOST_IMAGE_FROM = "kubenest.local/echo:1.0"
+HOST_PRIVATE = "host.example/private:1"
+TENANT_IMAGE = "kubenest.local/coredns"  # a tenant node image: on the node while the tenant holds it
+
+
+def _images(sb, node: str) -> set[str]:
+    return set(on_node(sb, node, "ctr -n k8s.io images ls -q").split())
+
+
+def _digest(sb, node: str, ref: str) -> str | None:
+    for line in on_node(sb, node, f"ctr -n k8s.io images ls name=={ref}").splitlines()[1:]:
+        fields = line.split()
+        if fields and fields[0] == ref:
+            return fields[2]
+    return None
+
+
 def _holders(sb, ip: str, besides: str) -> list[str]:
     return [n.name for n in sb.nodes if n.name != besides
             and f" {ip}/32 " in on_node(sb, n.name, "ip -o -4 addr show dev host0")]
@@ -216,6 +235,8 @@ def test_a_node_promoted_behind_a_load_balancer_that_host_nodes_answer_for_joins
         balancer = subprocess.Popen([sys.executable, "-m", "sandbox.loadbalancer", "--mode", "vip"], cwd=REPO_ROOT,
                                     stdout=out, stderr=subprocess.STDOUT)
     worker = next(n for n in sb.nodes if n.role == "workers")  # the pool is the last worker
+    # An image only the host has (a private one, say): the tenant must not get it with the node.
+    on_node(sb, worker.name, f"ctr -n k8s.io images tag --force {HOST_IMAGE_FROM} {HOST_PRIVATE}")
     try:
         started = time.monotonic()
         create_vc(api, NS, "pool-vip", {"apiServerServiceType": "LoadBalancer", "promotePolicies": [
@@ -248,6 +269,15 @@ def test_a_node_promoted_behind_a_load_balancer_that_host_nodes_answer_for_joins
         assert dns_pod.spec.node_name == worker.name
         assert "CoreDNS-" in tenant_core.read_namespaced_pod_log(dns_pod.metadata.name, "kube-system")
 
+        # The host's images went with the host: the private one is gone. A root process of the tenant puts an
+        # image under a name the host uses; it must not be there when the node is the host's again.
+        images = _images(sb, worker.name)
+        assert HOST_PRIVATE not in images and HOST_IMAGE_FROM not in images, images
+        tenant_ref = next(ref for ref in images if ref.startswith(TENANT_IMAGE + ":"))
+        poison = _digest(sb, worker.name, tenant_ref)
+        on_node(sb, worker.name, f"ctr -n k8s.io images tag --force {tenant_ref} {HOST_IMAGE_FROM}")
+        assert _digest(sb, worker.name, HOST_IMAGE_FROM) == poison
+
         # Only those pairs: the same port at the holder's own address (the host's API server there) stays shut.
         probe = "timeout 5 bash -c '</dev/tcp/{}/6443' 2>/dev/null && echo open || echo shut"
         holder_ip = next(n.ip for n in sb.nodes if n.name == holder)
@@ -261,5 +291,7 @@ def test_a_node_promoted_behind_a_load_balancer_that_host_nodes_answer_for_joins
     # Back in the host: registered cordoned and tainted before its kubelet started, released once Ready.
     assert_registered_cordoned_and_tainted(registration.seen())
     assert_back_in_host_clean(sb, api, worker.name)
+    # What the tenant put under the host's name is gone; what the host runs there again it pulled afresh.
+    assert _digest(sb, worker.name, HOST_IMAGE_FROM) != poison
     assert "kosmos.io/tenant-api-endpoints" not in (globalnode(api, worker.name)["metadata"].get("annotations") or {})
     assert not _holders(sb, vip, besides=""), "the stand-in left its address on a node"

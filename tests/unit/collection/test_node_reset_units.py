@@ -136,3 +136,34 @@ def test_a_container_gone_before_its_delete_counts_as_deleted(containerd_socket)
 def test_a_container_that_stays_fails_the_reset_by_name(containerd_socket):
     with pytest.raises(AssertionError, match="containers delete c1 failed"):
         Reset(Containers(still_there=True)).containers("k8s.io")
+
+
+class FakeCtr(FakeModule):
+    def __init__(self, check_mode=False, listed="kubenest.local/cilium:v1\nhost.example/private:1\n"
+                 "kubenest.local/coredns:v1\n"):
+        super().__init__(check_mode)
+        self.listed = listed
+
+    def run_command(self, argv, data=None, binary_data=False):
+        self.calls.append(argv)
+        return 0, self.listed if argv[3:5] == ["images", "ls"] else "", ""
+
+
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_every_image_but_those_kept_is_removed_with_its_content(check_mode, monkeypatch):
+    monkeypatch.setattr(os.path, "exists", lambda path: True)
+    module = FakeCtr(check_mode)
+    reset = Reset(module)
+    reset.images("k8s.io", ["kubenest.local/coredns:v1"])
+    assert reset.result["images"] == ["kubenest.local/cilium:v1", "host.example/private:1"]
+    removal = [["/usr/bin/ctr", "-n", "k8s.io", "images", "rm", "--sync", "--", "kubenest.local/cilium:v1",
+                "host.example/private:1"]]
+    assert module.calls[1:] == ([] if check_mode else removal)
+
+
+def test_nothing_to_remove_is_no_call(monkeypatch):
+    monkeypatch.setattr(os.path, "exists", lambda path: True)
+    module = FakeCtr(listed="kubenest.local/coredns:v1\n")
+    reset = Reset(module)
+    reset.images("k8s.io", ["kubenest.local/coredns:v1"])
+    assert reset.result["images"] == [] and len(module.calls) == 1
