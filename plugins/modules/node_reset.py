@@ -21,7 +21,7 @@ description:
     into them.
   - C(kube-proxy --cleanup) starts as soon as the units are stopped and runs while containers and network
     namespaces are removed; the CNI plugins' chains are removed once it has ended.
-  - Images stay, so the node does not fetch them again, unless O(remove_images) is set: then every image of the
+  - Images stay, so the node does not fetch them again, unless O(remove_images) is set. Then every image of the
     containerd namespace but those named in O(keep_images) is removed with its content, once the containers
     are gone, so the next cluster neither reads the last one's images nor runs an image the last one put
     under a name the next one uses.
