@@ -19,8 +19,8 @@ else:
 SERVER_USAGES = {"digital signature", "key encipherment", "server auth"}
 
 
-def check_serving_request(request, node, usages, allowed_ips, allowed_dns):
-    """Return why the PEM (base64, as in the API) request is not acceptable for `node`, or None."""
+def _load(request):
+    """The parsed request (PEM, base64 as in the API), or why it cannot be judged."""
     try:
         pem = base64.b64decode(request) if isinstance(request, str) else request
         req = x509.load_pem_x509_csr(pem)
@@ -28,6 +28,14 @@ def check_serving_request(request, node, usages, allowed_ips, allowed_dns):
         return "unreadable request: %s" % exc
     if not req.is_signature_valid:
         return "the request's signature does not verify"
+    return req
+
+
+def check_serving_request(request, node, usages, allowed_ips, allowed_dns):
+    """Return why the PEM (base64, as in the API) request is not acceptable for `node`, or None."""
+    req = _load(request)
+    if isinstance(req, str):
+        return req
     cns = [a.value for a in req.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
     orgs = [a.value for a in req.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)]
     if cns != ["system:node:%s" % node] or orgs != ["system:nodes"]:
@@ -99,13 +107,9 @@ CLIENT_USAGES = {"digital signature", "key encipherment", "client auth"}
 def check_client_request(request, node, usages):
     """Return why the PEM (base64, as in the API) request is not a kubelet's client-certificate request for `node`
     alone, or None: subject CN=system:node:<node>, O=system:nodes, usages of a TLS client, no alternative names."""
-    try:
-        pem = base64.b64decode(request) if isinstance(request, str) else request
-        req = x509.load_pem_x509_csr(pem)
-    except ValueError as exc:
-        return "unreadable request: %s" % exc
-    if not req.is_signature_valid:
-        return "the request's signature does not verify"
+    req = _load(request)
+    if isinstance(req, str):
+        return req
     cns = [a.value for a in req.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
     orgs = [a.value for a in req.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)]
     if cns != ["system:node:%s" % node] or orgs != ["system:nodes"] or len(list(req.subject)) != 2:
