@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from sandbox.machines.config import NETWORK_VARS, from_env
+from sandbox.machines.config import NETWORK_VARS, RETURN_VARS, from_env
 from sandbox.machines.pki import client_files
 
 
@@ -57,7 +57,7 @@ def write_site_vars(state_dir: Path) -> Path:
             "kubenest_agent_key_file": files["key"],
             # The agents' CA: nodes coming back from a virtual cluster get a new agent certificate from it.
             "kubenest_agent_ca_path": str(sb.pki_dir / "ca"),
-            **NETWORK_VARS}
+            **NETWORK_VARS, **RETURN_VARS}
     group_vars = state_dir / "group_vars" / "all.yml"
     if group_vars.is_file():
         images_dir = (yaml.safe_load(group_vars.read_text()) or {}).get("kubenest_images_dir")

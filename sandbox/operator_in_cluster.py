@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 from sandbox.images.build_images import CILIUM_CRDS, sha256_file
-from sandbox.machines.config import NETWORK_VARS, REPO_ROOT, Sandbox
+from sandbox.machines.config import NETWORK_VARS, REPO_ROOT, RETURN_VARS, Sandbox
 from sandbox.machines.machine import Machine
 from sandbox.machines.pki import client_files
 
@@ -94,7 +94,7 @@ def install_vars(sb: Sandbox, image: str) -> dict:
         "kubenest_operator_agent_ca_file": files["ca"], "kubenest_operator_agent_cert_file": files["cert"],
         "kubenest_operator_agent_key_file": files["key"],
         "kubenest_operator_agent_ca_path": str(sb.pki_dir / "ca"),
-        "kubenest_operator_site_vars": {"kubenest_images_dir": IMAGES_IN_MACHINE, **NETWORK_VARS},
+        "kubenest_operator_site_vars": {"kubenest_images_dir": IMAGES_IN_MACHINE, **NETWORK_VARS, **RETURN_VARS},
         "kubenest_operator_extra_volumes": [
             {"name": "images", "persistentVolumeClaim": {"claimName": IMAGES_VOLUME, "readOnly": True}}],
         "kubenest_operator_extra_mounts": [{"name": "images", "mountPath": IMAGES_IN_MACHINE, "readOnly": True}],

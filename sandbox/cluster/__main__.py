@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from sandbox.machines.config import NETWORK_VARS, REPO_ROOT, from_env
+from sandbox.machines.config import HOST_NODE_IMAGES, NETWORK_VARS, REPO_ROOT, RETURN_VARS, from_env
 from sandbox.machines.errors import SandboxError
 from sandbox.registry import hosts_vars
 from sandbox.registry import of as registry_of
@@ -29,7 +29,6 @@ from sandbox.registry.server import RegistryError, start
 from . import pod_routes
 from .layout import cidrs
 
-NODE_IMAGES = ["pause", "echo", "coredns", "cilium", "cilium-operator"]
 CONTROL_PLANE_IMAGES = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "konnectivity-server"]
 
 
@@ -50,12 +49,13 @@ def write_vars(sb, bin_dir: str, images_dir: str, registry_hosts: list[dict]) ->
         "kubenest_pod_network": "cilium",
         "kubenest_registry_hosts": registry_hosts,
         **NETWORK_VARS,
+        **RETURN_VARS,
     }
     (sb.state_dir / "group_vars").mkdir(exist_ok=True)
     (sb.state_dir / "host_vars").mkdir(exist_ok=True)
     (sb.state_dir / "group_vars" / "all.yml").write_text(yaml.safe_dump(group_vars))
     for node in sb.nodes:
-        images = NODE_IMAGES + (CONTROL_PLANE_IMAGES if node.role == "control_plane" else [])
+        images = HOST_NODE_IMAGES + (CONTROL_PLANE_IMAGES if node.role == "control_plane" else [])
         (sb.state_dir / "host_vars" / f"{node.name}.yml").write_text(yaml.safe_dump({"kubelet_images": images}))
 
 

@@ -26,6 +26,10 @@ MACHINE_NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,10}[a-z0-9])?$")
 # nothing outside it may be reached, so names outside a cluster get NXDOMAIN at once; and the machines have no
 # default route, from which a pod network would learn the MTU of their interface (the bridge's veths).
 NETWORK_VARS = {"kubenest_dns_upstream": [], "kubenest_node_mtu": 1500}
+# The image archives the sandbox's host gives each node at bootstrap; the host's own workloads run them without
+# pulling. Every run that may return a node is told of them, so a returned node gets them again after its wipe.
+HOST_NODE_IMAGES = ["pause", "echo", "coredns", "cilium", "cilium-operator"]
+RETURN_VARS = {"node_promote_host_images": HOST_NODE_IMAGES}
 
 
 @dataclass(frozen=True)

@@ -237,6 +237,7 @@ def test_a_node_promoted_behind_a_load_balancer_that_host_nodes_answer_for_joins
     worker = next(n for n in sb.nodes if n.role == "workers")  # the pool is the last worker
     # An image only the host has (a private one, say): the tenant must not get it with the node.
     on_node(sb, worker.name, f"ctr -n k8s.io images tag --force {HOST_IMAGE_FROM} {HOST_PRIVATE}")
+    genuine = _digest(sb, worker.name, HOST_IMAGE_FROM)
     try:
         started = time.monotonic()
         create_vc(api, NS, "pool-vip", {"apiServerServiceType": "LoadBalancer", "promotePolicies": [
@@ -291,7 +292,9 @@ def test_a_node_promoted_behind_a_load_balancer_that_host_nodes_answer_for_joins
     # Back in the host: registered cordoned and tainted before its kubelet started, released once Ready.
     assert_registered_cordoned_and_tainted(registration.seen())
     assert_back_in_host_clean(sb, api, worker.name)
-    # What the tenant put under the host's name is gone; what the host runs there again it pulled afresh.
-    assert _digest(sb, worker.name, HOST_IMAGE_FROM) != poison
+    # What the tenant put under the host's name is gone: the host's image is back from the controller's archives
+    # (node_promote_host_images), the one the host put there by hand is not.
+    assert _digest(sb, worker.name, HOST_IMAGE_FROM) == genuine != poison
+    assert HOST_PRIVATE not in _images(sb, worker.name)
     assert "kosmos.io/tenant-api-endpoints" not in (globalnode(api, worker.name)["metadata"].get("annotations") or {})
     assert not _holders(sb, vip, besides=""), "the stand-in left its address on a node"
