@@ -279,8 +279,23 @@ async def reconcile(body: kopf.Body, reason: str, retry: int, logger: logging.Lo
         phase = status["phase"]
     else:
         phase = st.UPDATING if status.get("kubeconfigSecretRef") else st.PREPARING
+    await _await_rights(ctx, body, logger)
     async with ctx.locks.hold(body.metadata.namespace, body.metadata.name), runner_slot(ctx, body):
         await _converge(ctx, body, phase, retry, logger)
+
+
+async def _await_rights(ctx: Context, body: kopf.Body, logger: logging.Logger) -> None:
+    """A run without the operator's rights in the namespace would fail half-way: wait for them instead (the
+    default install's kubenest-binder binds them once it sees the namespace's first VirtualCluster)."""
+    namespace = body.metadata.namespace
+    if await ctx.api.has_tenant_rights(namespace):
+        return
+    message = (f"the operator has no rights in namespace {namespace} yet (kubenest-binder binds "
+               "kubenest-operator-tenant there for a namespace that holds a VirtualCluster)")
+    logger.info(f"{message}; looking again in {ctx.config.rights_wait_interval:.0f}s")
+    if not (body.metadata.get("deletionTimestamp")):
+        await _set_ready(ctx, body, "False", "WaitingForRights", message, body.metadata.get("generation"))
+    raise kopf.TemporaryError(message, delay=ctx.config.rights_wait_interval)
 
 
 async def _converge(ctx: Context, body: kopf.Body, phase: str, retry: int, logger: logging.Logger) -> None:
@@ -313,6 +328,7 @@ async def _converge(ctx: Context, body: kopf.Body, phase: str, retry: int, logge
 @kopf.on.delete(GROUP, VERSION, VIRTUALCLUSTERS)
 async def remove(body: kopf.Body, retry: int, logger: logging.Logger, memo: kopf.Memo, **_: Any) -> None:
     ctx: Context = memo.ctx
+    await _await_rights(ctx, body, logger)
     async with ctx.locks.hold(body.metadata.namespace, body.metadata.name), runner_slot(ctx, body):
         run = await execute(ctx, body, "absent", st.DELETING, logger)
         if run.outcome.ok:

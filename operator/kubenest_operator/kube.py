@@ -94,6 +94,7 @@ class Api:
         self.client = kubernetes.client.ApiClient(configuration)
         self.custom = kubernetes.client.CustomObjectsApi(self.client)
         self.core = kubernetes.client.CoreV1Api(self.client)
+        self.authorization = kubernetes.client.AuthorizationV1Api(self.client)
 
     async def _call(self, fn, *args, **kwargs) -> Any:
         kwargs.setdefault("_request_timeout", REQUEST_TIMEOUT)
@@ -129,6 +130,14 @@ class Api:
                                       VIRTUALCLUSTERS)
             items.extend(listed.get("items") or [])
         return items
+
+    async def has_tenant_rights(self, namespace: str) -> bool:
+        """Whether the operator may write a control plane's Secrets here (its tenant rights, which
+        kubenest-binder grants per namespace in the default install)."""
+        review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                  "spec": {"resourceAttributes": {"namespace": namespace, "verb": "create", "resource": "secrets"}}}
+        result = await self._call(self.authorization.create_self_subject_access_review, review)
+        return bool(result.status.allowed)
 
     async def read_secret_data(self, namespace: str, name: str) -> dict[str, str]:
         secret = await self._call(self.core.read_namespaced_secret, name, namespace)

@@ -89,6 +89,8 @@ class Config:
     node_wait_interval: float = 15.0
     # Seconds between looks at a restored virtual cluster whose restore has not handed over yet.
     restore_wait_interval: float = 3.0
+    # Seconds between looks at a namespace where the operator has no rights yet (kubenest-binder grants them).
+    rights_wait_interval: float = 3.0
     # Seconds between full passes over host Nodes and GlobalNodes.
     resync_interval: float = 30.0
     # Seconds between looks at a virtual cluster's certificates (renewed when inside their window).

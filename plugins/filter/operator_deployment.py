@@ -37,6 +37,10 @@ options:
     description: Digest of the site variables (annotation C(kosmos.io/site-vars-sha256)).
     type: str
     default: ""
+  container:
+    description: The container whose image and mounts are set (C(binder) for C(deploy/operator/binder-deployment.yaml)).
+    type: str
+    default: operator
 """
 
 EXAMPLES = r"""
@@ -69,18 +73,21 @@ def _merged(items, extra, what):
     return [item for item in items if item.get("name") not in names] + [dict(entry) for entry in extra]
 
 
-def operator_deployment(deployment, image="", volumes=None, mounts=None, site_digest=""):
+def operator_deployment(deployment, image="", volumes=None, mounts=None, site_digest="", container=CONTAINER):
     if not isinstance(deployment, dict) or deployment.get("kind") != "Deployment":
         raise AnsibleFilterError("operator_deployment: expected the operator's Deployment")
     result = copy.deepcopy(deployment)
     pod = result["spec"]["template"]["spec"]
-    container = next((c for c in pod["containers"] if c.get("name") == CONTAINER), None)
+    name = container
+    container = next((c for c in pod["containers"] if c.get("name") == name), None)
     if container is None:
-        raise AnsibleFilterError("operator_deployment: the Deployment has no container named %s" % CONTAINER)
+        raise AnsibleFilterError("operator_deployment: the Deployment has no container named %s" % name)
     if image:
         container["image"] = image
-    pod["volumes"] = _merged(pod.get("volumes", []), volumes or [], "volume")
-    container["volumeMounts"] = _merged(container.get("volumeMounts", []), mounts or [], "mount")
+    if volumes:
+        pod["volumes"] = _merged(pod.get("volumes", []), volumes, "volume")
+    if mounts:
+        container["volumeMounts"] = _merged(container.get("volumeMounts", []), mounts, "mount")
     if site_digest:
         metadata = result["spec"]["template"].setdefault("metadata", {})
         metadata.setdefault("annotations", {})[SITE_ANNOTATION] = site_digest

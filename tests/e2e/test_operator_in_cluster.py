@@ -46,6 +46,14 @@ def in_cluster(host_cluster):
             run_python("-m", "sandbox.operator", "stop")  # the other modules run operators of their own
 
 
+def _operator_may(api, verb: str, resource: str, namespace: str) -> bool:
+    review = k8s.AuthorizationV1Api(api).create_subject_access_review({
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": f"system:serviceaccount:{NAMESPACE}:{NAME}", "groups": ["system:serviceaccounts"],
+                 "resourceAttributes": {"verb": verb, "resource": resource, "namespace": namespace}}})
+    return review.status.allowed
+
+
 def _pods(api) -> list:
     return k8s.CoreV1Api(api).list_namespaced_pod(NAMESPACE, label_selector=SELECTOR).items
 
@@ -74,6 +82,14 @@ def test_two_replicas_run_non_root_on_the_control_plane_node(in_cluster):
     pdb = k8s.PolicyV1Api(api).read_namespaced_pod_disruption_budget(NAME, NAMESPACE)
     assert pdb.spec.min_available == 1 and pdb.status.current_healthy == 2
     assert _active_peer(api) in {p.metadata.name for p in pods}
+    # Its tenant rights come from kubenest-binder, namespace by namespace: none where no VirtualCluster is.
+    binder = k8s.AppsV1Api(api).read_namespaced_deployment("kubenest-binder", NAMESPACE)
+    assert binder.status.ready_replicas == 1, binder.status
+    assert binder.spec.template.spec.service_account_name == "kubenest-binder"
+    assert not k8s.RbacAuthorizationV1Api(api).list_cluster_role_binding(
+        field_selector="metadata.name=kubenest-operator-tenant").items
+    assert not _operator_may(api, "create", "secrets", NS)
+    assert not _operator_may(api, "get", "secrets", "kube-system")
 
 
 @rotation.turn("operator-replica-deleted-mid-run", rotation.SLOW_SCENARIOS)
@@ -111,9 +127,12 @@ def test_a_virtual_cluster_is_made_with_its_node_although_the_working_replica_is
     nodes = k8s.CoreV1Api(tenant).list_node().items
     assert [n.metadata.name for n in nodes] == ["kn-w2"]
     assert globalnode(api, "kn-w2")["status"]["virtualCluster"] == f"{NS}/moved"
+    assert _operator_may(api, "create", "secrets", NS)  # bound by kubenest-binder for the VirtualCluster
     assert len([p for p in _pods(api) if p.status.phase == "Running"]) >= 1
 
     seconds = delete_vc(api, NS, "moved", timeout=600)
     print(f"'moved' deleted in {seconds:.0f}s")
     wait_for(lambda: globalnode(api, "kn-w2")["status"].get("state") == "free", 300, "kn-w2 free")
     assert_back_in_host_clean(sb, api, "kn-w2")
+    wait_for(lambda: not _operator_may(api, "create", "secrets", NS), 60,
+             "the operator's rights in the namespace to go with its last VirtualCluster")

@@ -9,7 +9,9 @@ import yaml
 from ansible.errors import AnsibleFilterError
 from ansible_collections.kosmos.kubenest.plugins.filter.operator_deployment import operator_deployment
 
-DEPLOYMENT = yaml.safe_load((Path(__file__).resolve().parents[3] / "deploy/operator/deployment.yaml").read_text())
+DEPLOY = Path(__file__).resolve().parents[3] / "deploy/operator"
+DEPLOYMENT = yaml.safe_load((DEPLOY / "deployment.yaml").read_text())
+BINDER = yaml.safe_load((DEPLOY / "binder-deployment.yaml").read_text())
 
 
 def test_image_volumes_and_the_site_digest_are_set_and_the_manifest_is_untouched():
@@ -31,6 +33,15 @@ def test_image_volumes_and_the_site_digest_are_set_and_the_manifest_is_untouched
 
 def test_defaults_keep_the_manifest():
     assert operator_deployment(DEPLOYMENT) == DEPLOYMENT
+    assert operator_deployment(BINDER, container="binder") == BINDER
+
+
+def test_the_binder_runs_the_operator_image_it_is_given():
+    result = operator_deployment(BINDER, image="registry.example.com/op:2", container="binder")
+    [container] = result["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "registry.example.com/op:2" and container["command"] == ["kubenest-binder"]
+    with pytest.raises(AnsibleFilterError, match="no container named operator"):
+        operator_deployment(BINDER, image="registry.example.com/op:2")
 
 
 @pytest.mark.parametrize(("args", "message"), [
