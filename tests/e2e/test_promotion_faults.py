@@ -9,9 +9,13 @@ it in the tenant. A failed return leaves the node held by its virtual cluster, a
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from kubernetes import client as k8s
 
+from sandbox.machines.machine import Machine
+from sandbox.machines.pki import client_files
 from sandbox.operator import write_site_vars
 from tests.support import rotation
 from tests.support.nodes import (
@@ -85,6 +89,24 @@ def test_a_control_plane_failing_while_the_node_is_prepared_rolls_the_node_back(
     assert "TASK [kosmos.kubenest.node_promote : Cordon the host node and evict its pods" in out, out[-4000:]
     assert (f"[kubenest:step:ControlPlane] promoting {NODE} failed at step ControlPlane and was rolled back: "
             "the control plane of kubenest-e2e-faults/plain did not come up in this run") in out, out[-4000:]
+    assert_back_in_host_clean(sb, api, NODE, playbook.tenant(api))
+
+
+def test_a_promotion_stops_at_isolate_while_a_host_node_keeps_its_old_filter(faults):
+    """Isolation fails closed: with kn-w1's agent stopped its filter cannot change, and the old one would let the
+    tenant's root on the promoted node reach it; the promotion is rolled back, naming kn-w1."""
+    sb, api, playbook = faults
+    machine = Machine(sb, next(n for n in sb.nodes if n.name == "kn-w1"))
+    machine.nsenter(["systemctl", "stop", "kubenest-agent"])
+    try:
+        proc = playbook.run("present", WANTS_NODE)
+    finally:
+        machine.nsenter(["systemctl", "start", "kubenest-agent"])
+        machine.wait_agent(client_files(sb), time.monotonic() + 60)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-4000:]
+    assert f"[kubenest:step:Isolate] promoting {NODE} failed at step Isolate and was rolled back" in out, out[-4000:]
+    assert "node isolation could not be put in force on kn-w1 (its agent was not reached)" in out, out[-4000:]
     assert_back_in_host_clean(sb, api, NODE, playbook.tenant(api))
 
 
