@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO))
 
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.client import connect_direct  # noqa: E402
 
-from sandbox.machines.config import NETWORK_VARS, from_env  # noqa: E402
+from sandbox.machines.config import NETWORK_VARS, RETURN_VARS, from_env  # noqa: E402
 from tests.support.virtualclusters import (  # noqa: E402
     OperatorProcess,
     ensure_namespace,
@@ -193,7 +193,7 @@ def main() -> int:
             "agent_ca_file": str(pki / "ca.crt"), "agent_cert_file": str(pki / "client.crt"),
             "agent_key_file": str(pki / "client.key")}))
         request = {"kubenest_host_kubeconfig": str(kubeconfig), "kubenest_images_dir": images,
-                   "kubenest_agent_ca_path": str(sb.pki_dir / "ca"), **NETWORK_VARS,
+                   "kubenest_agent_ca_path": str(sb.pki_dir / "ca"), **NETWORK_VARS, **RETURN_VARS,
                    "virtualcluster": {"namespace": NS, "name": NAME, "uid": ""}}
         playbook(sb, inventory, request, "present", [])  # the control plane first: not part of the figures
         secret = k8s.CoreV1Api(api).read_namespaced_secret(f"{NAME}-admin-kubeconfig", NS)

@@ -126,13 +126,13 @@ class Binder:
         try:
             change = self.reconcile(namespace)
         except ApiException as exc:  # e.g. refused by the admission policy: the other namespaces go on
-            log.warning(f"namespace {namespace}: API error {exc.status} ({exc.reason}): {exc.body}")
+            log.warning("namespace %s: API error %s (%s): %s", namespace, exc.status, exc.reason, exc.body)
             return
         if change == "bound":
-            log.info(f"namespace {namespace}: holds a VirtualCluster or nodes of one; "
-                     f"{self.grant.cluster_role} bound to the operator")
+            log.info("namespace %s: holds a VirtualCluster or nodes of one; %s bound to the operator", namespace,
+                     self.grant.cluster_role)
         elif change == "unbound":
-            log.info(f"namespace {namespace}: no VirtualCluster left; {self.grant.cluster_role} unbound")
+            log.info("namespace %s: no VirtualCluster left; %s unbound", namespace, self.grant.cluster_role)
 
     def run(self, stop: threading.Event, resync_seconds: int, retry_seconds: float = 5.0) -> None:
         """Resync, then follow VirtualCluster events until the watch ends (at most resync_seconds); again until
@@ -153,15 +153,15 @@ class Binder:
                         self._reconcile_logged(namespace)
             except ApiException as exc:
                 if exc.status != 410:  # 410: the watch's version is too old; resync at once
-                    log.warning(f"API error {exc.status} ({exc.reason}); resyncing in {retry_seconds:.0f}s")
+                    log.warning("API error %s (%s); resyncing in %.0fs", exc.status, exc.reason, retry_seconds)
                     stop.wait(retry_seconds)
             except Exception as exc:  # a dropped connection: resync, which repairs whatever was missed
-                log.warning(f"{type(exc).__name__}: {exc}; resyncing in {retry_seconds:.0f}s")
+                log.warning("%s: %s; resyncing in %.0fs", type(exc).__name__, exc, retry_seconds)
                 stop.wait(retry_seconds)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="kubenest-binder", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="kubenest-binder", description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--kubeconfig", help="default: $KUBECONFIG, in-cluster, ~/.kube/config")
     parser.add_argument("--cluster-role", default=BINDING, help="the ClusterRole bound (default %(default)s)")
     parser.add_argument("--operator-account", default="kubenest-system/kubenest-operator",
@@ -169,7 +169,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--resync", type=int, default=300,
                         help="seconds between full resyncs (each watch ends after this long); default %(default)s")
     args = parser.parse_args(argv)
-    namespace, _, name = args.operator_account.partition("/")
+    namespace, _slash, name = args.operator_account.partition("/")
     if not namespace or not name or "/" in name:
         parser.error(f"--operator-account must be NAMESPACE/NAME, got {args.operator_account!r}")
     if args.resync < 10:
@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, _stop)
-    log.info(f"binding {args.grant.cluster_role} to {args.operator_account} in namespaces with a VirtualCluster")
+    log.info("binding %s to %s in namespaces with a VirtualCluster", args.grant.cluster_role, args.operator_account)
     with kubernetes.client.ApiClient(configuration) as api_client:
         Binder(api_client, args.grant).run(stop, args.resync)
     return 0

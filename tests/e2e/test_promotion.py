@@ -18,6 +18,7 @@ from kubernetes.stream import stream
 
 from sandbox.cluster import pod_routes
 from sandbox.cluster.layout import cidrs
+from sandbox.machines.config import HOST_NODE_IMAGES
 from sandbox.operator import write_site_vars
 from tests.support import rotation
 from tests.support.http import get_text
@@ -444,11 +445,14 @@ def test_plain_playbook_with_the_globalnodes_inventory_promotes_named_nodes(prom
             assert f"host=on-{name}-" in _get(f"http://{ip}:{port}/")  # each node's NodePort, its local pod
     finally:
         playbook.ok("absent", spec, node_promote_hold_returned=True)
-    for name in ("kn-w2", "kn-w3"):  # held for the platform team: out of the pool and cordoned
+    for name in ("kn-w2", "kn-w3"):  # held for the platform team: out of the pool, nothing of the host's given
         status = globalnode(api, name)["status"]
         assert status["state"] == "held" and status["virtualCluster"] == "kubenest-e2e-playbook/named", status
-        assert host_node_ready(api, name) and host_node(api, name).spec.unschedulable
-        assert "kosmos.io/returning" in {t.key for t in host_node(api, name).spec.taints or []}
+        claimed = next(c for c in status["conditions"] if c["type"] == "Claimed")
+        assert claimed["reason"] == "HeldForClearance" and "not rejoined" in claimed["message"], claimed
+        assert host_node(api, name) is None  # no Node, so no kubelet credential of the host was approved
+        files = on_node(sb, name, "ls /var/lib/kubelet/pki /etc/kubernetes 2>/dev/null; systemctl is-active kubelet")
+        assert ".pem" not in files and ".conf" not in files and files.strip().endswith("inactive"), files
     playbook.clear("kn-w2", "kn-w3")
     for name in ("kn-w2", "kn-w3"):
         assert_back_in_host_clean(sb, api, name)
@@ -469,6 +473,7 @@ def test_molecule_node_promote_scenario(promoting, tmp_path):
     molecule_test("node_promote", tmp_path, timeout=1200, env={
         "KUBENEST_MOLECULE_NODE": node, "KUBENEST_MOLECULE_HOST_KUBECONFIG": str(sb.state_dir / "kubeconfig"),
         "KUBENEST_MOLECULE_IMAGES_DIR": str(images_dir(sb)), "KUBENEST_MOLECULE_AGENT_CA_PATH": str(pki / "ca"),
+        "KUBENEST_MOLECULE_HOST_IMAGES": json.dumps(HOST_NODE_IMAGES),
         "KUBENEST_AGENT_CA_FILE": str(pki / "ca.crt"), "KUBENEST_AGENT_CERT_FILE": str(pki / "client.crt"),
         "KUBENEST_AGENT_KEY_FILE": str(pki / "client.key")})
     assert_back_in_host_clean(sb, api, node)

@@ -19,7 +19,7 @@ from kubernetes import client as k8s
 from kubernetes import watch
 from kubernetes.client.rest import ApiException
 
-from sandbox.machines.config import NETWORK_VARS
+from sandbox.machines.config import NETWORK_VARS, RETURN_VARS
 from tests.support.virtualclusters import REPO_ROOT, tenant_client
 
 # Files that hold a cluster's credentials on a node.
@@ -113,7 +113,7 @@ class PlainPlaybook:
         request = {"kubenest_host_kubeconfig": str(self.sb.state_dir / "kubeconfig"),
                    "kubenest_images_dir": str(images_dir(self.sb)),
                    "kubenest_agent_ca_path": str(self.sb.state_dir / "pki" / "ca"),
-                   **NETWORK_VARS, **extra,
+                   **NETWORK_VARS, **RETURN_VARS, **extra,
                    "virtualcluster": {"namespace": self.namespace, "name": self.name, "uid": "", "state": state,
                                       "spec": spec}}
         self.vars_file.write_text(json.dumps(request))
@@ -127,7 +127,9 @@ class PlainPlaybook:
                                str(REPO_ROOT / "playbooks" / "node_clear.yml"),
                                "-e", f"kubenest_host_kubeconfig={self.sb.state_dir / 'kubeconfig'}",
                                "-e", f"kubenest_agent_ca_path={self.sb.state_dir / 'pki' / 'ca'}",
-                               "-e", f"kubenest_clear_nodes={','.join(nodes)}"],
+                               "-e", f"kubenest_clear_nodes={','.join(nodes)}",
+                               "-e", json.dumps({"kubenest_images_dir": str(images_dir(self.sb)),
+                                                 **NETWORK_VARS, **RETURN_VARS})],
                               capture_output=True, text=True, timeout=600, check=False)
         assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
 
