@@ -19,6 +19,8 @@ from kubernetes.stream import stream
 from sandbox.cluster import pod_routes
 from sandbox.cluster.layout import cidrs
 from sandbox.machines.config import HOST_NODE_IMAGES
+from sandbox.machines.machine import Machine
+from sandbox.machines.pki import client_files
 from sandbox.operator import write_site_vars
 from tests.support import rotation
 from tests.support.http import get_text
@@ -428,7 +430,9 @@ def budgeted_pair(promoting):
 def test_plain_playbook_with_the_globalnodes_inventory_promotes_named_nodes(promoting, tmp_path):
     """The proposal form (promoteResources.nodes) through ansible-playbook alone, nodes listed by the plugin.
     Both nodes hold a replica of a budgeted host Deployment, so their concurrent drains must wait for each
-    other's replacement (the budget refuses the second eviction until the first replacement is ready)."""
+    other's replacement (the budget refuses the second eviction until the first replacement is ready). Both are
+    held when the virtual cluster goes, one for the platform team, one because its agent was stopped; neither gets
+    anything of the host's until node_clear.yml rejoins them."""
     sb, api = promoting
     ensure_namespace(api, "kubenest-e2e-playbook")
     playbook = PlainPlaybook(sb, "kubenest-e2e-playbook", "named", tmp_path)
@@ -444,15 +448,26 @@ def test_plain_playbook_with_the_globalnodes_inventory_promotes_named_nodes(prom
             port = _echo(tenant, f"on-{name}", name)
             assert f"host=on-{name}-" in _get(f"http://{ip}:{port}/")  # each node's NodePort, its local pod
     finally:
-        playbook.ok("absent", spec, node_promote_hold_returned=True)
-    for name in ("kn-w2", "kn-w3"):  # held for the platform team: out of the pool, nothing of the host's given
+        # kn-w3's agent stopped, as a tenant's root could: the deletion holds it unreached and goes on.
+        unreached = Machine(sb, next(n for n in sb.nodes if n.name == "kn-w3"))
+        unreached.nsenter(["systemctl", "stop", "kubenest-agent"])
+        try:
+            playbook.ok("absent", spec, node_promote_hold_returned=True, kubenest_return_reach_timeout=5)
+        finally:
+            unreached.nsenter(["systemctl", "start", "kubenest-agent"])
+            unreached.wait_agent(client_files(sb), time.monotonic() + 60)
+    for name, reason in (("kn-w2", "HeldForClearance"), ("kn-w3", "AgentUnreachable")):  # out of the pool
         status = globalnode(api, name)["status"]
         assert status["state"] == "held" and status["virtualCluster"] == "kubenest-e2e-playbook/named", status
         claimed = next(c for c in status["conditions"] if c["type"] == "Claimed")
-        assert claimed["reason"] == "HeldForClearance" and "not rejoined" in claimed["message"], claimed
+        assert claimed["reason"] == reason, claimed
         assert host_node(api, name) is None  # no Node, so no kubelet credential of the host was approved
-        files = on_node(sb, name, "ls /var/lib/kubelet/pki /etc/kubernetes 2>/dev/null; systemctl is-active kubelet")
-        assert ".pem" not in files and ".conf" not in files and files.strip().endswith("inactive"), files
+    # Held for the platform team: wiped, nothing of the host's given back.
+    assert "not rejoined" in next(c for c in globalnode(api, "kn-w2")["status"]["conditions"]
+                                  if c["type"] == "Claimed")["message"]
+    files = on_node(sb, "kn-w2", "ls /var/lib/kubelet/pki /etc/kubernetes 2>/dev/null; systemctl is-active kubelet")
+    assert ".pem" not in files and ".conf" not in files and files.strip().endswith("inactive"), files
+    # Clearing rejoins both, the unreached one wiped first as a return does.
     playbook.clear("kn-w2", "kn-w3")
     for name in ("kn-w2", "kn-w3"):
         assert_back_in_host_clean(sb, api, name)
