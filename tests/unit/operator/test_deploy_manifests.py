@@ -47,3 +47,23 @@ def test_the_deployment_stays_on_control_plane_nodes_and_reads_its_site_variable
     pdb = _docs(DEPLOY / "pdb.yaml")[0]
     assert pdb["spec"]["selector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
     assert pdb["spec"]["minAvailable"] < deployment["spec"]["replicas"]
+
+
+def test_the_default_install_binds_the_tenant_role_through_the_binder_only():
+    resources = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())["resources"]
+    assert "binder.yaml" in resources and "binder-deployment.yaml" in resources
+    assert "rbac-all-namespaces.yaml" not in resources
+    binder_objects = [item for doc in _docs(DEPLOY / "binder.yaml") for item in doc["items"]]
+    [role] = [o for o in binder_objects if o["kind"] == "ClusterRole" and o["metadata"]["name"] == "kubenest-binder"]
+    # Nothing of the tenant role's own rights: it reads, writes RoleBindings and binds that one role.
+    assert {r for rule in role["rules"] for r in rule["resources"]} == {
+        "virtualclusters", "globalnodes", "rolebindings", "clusterroles"}
+    [bind] = [rule for rule in role["rules"] if rule["resources"] == ["clusterroles"]]
+    assert bind == {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
+                    "resourceNames": ["kubenest-operator-tenant"], "verbs": ["bind"]}
+    operator = _docs(DEPLOY / "deployment.yaml")[0]["spec"]["template"]["spec"]
+    binder = _docs(DEPLOY / "binder-deployment.yaml")[0]["spec"]["template"]["spec"]
+    assert binder["serviceAccountName"] == "kubenest-binder" != operator["serviceAccountName"]
+    assert binder["securityContext"]["runAsNonRoot"] and binder["nodeSelector"] == operator["nodeSelector"]
+    assert binder["containers"][0]["image"] == operator["containers"][0]["image"]
+    assert binder["containers"][0]["securityContext"] == operator["containers"][0]["securityContext"]
