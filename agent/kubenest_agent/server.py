@@ -19,6 +19,7 @@ from .inflight import InflightJournal
 from .ops_exec import ExecOp
 from .ops_files import FetchOp, PutOp
 from .protocol import MAX_FRAME, OPEN_OPS, PROTOCOL_VERSION, STREAM_OPS, SUBPROTOCOL, ProtocolError, decode, encode
+from .superseded import ClientCertificate, SupersededClients
 from .tlsconfig import peer_identity, server_context
 from .warm_python import WarmRunners
 
@@ -32,8 +33,9 @@ TLS_HANDSHAKE_TIMEOUT_S = 5
 class Session:
     """Operations multiplexed over one authenticated connection, keyed by client-chosen ids."""
 
-    def __init__(self, ws: ServerConnection, agent: Agent, peer: str, addr: str):
-        self.ws, self.agent, self.peer, self.addr = ws, agent, peer, addr
+    def __init__(self, ws: ServerConnection, agent: Agent, peer: str, addr: str,
+                 cert: ClientCertificate | None = None):
+        self.ws, self.agent, self.peer, self.addr, self.cert = ws, agent, peer, addr, cert
         self.journal = agent.journal
         self.ops: dict = {}
 
@@ -98,6 +100,9 @@ class Session:
             await self.send(self.agent.health(op_id))
             audit.record("health", peer=self.peer, addr=self.addr, id=op_id, status="ok")
             return
+        if op == "supersede":
+            await self._supersede(op_id, header.get("before"))
+            return
         if len(self.ops) >= MAX_OPS_PER_CONNECTION:
             raise ProtocolError("too_many_ops", f"at most {MAX_OPS_PER_CONNECTION} operations per connection", op_id)
         handler = OP_CLASSES[op](self, op_id, header)
@@ -107,6 +112,20 @@ class Session:
         except BaseException:
             self.forget(handler)
             raise
+
+
+    async def _supersede(self, op_id, before) -> None:
+        """Certificates for this connection's name issued before `before` (at most this connection's own) are
+        refused from now on, here and after a restart; connections already made with them are closed."""
+        if not isinstance(before, int) or isinstance(before, bool):
+            raise ProtocolError("bad_request", "supersede needs 'before' (seconds since the epoch)", op_id)
+        if self.cert is None:
+            raise ProtocolError("internal", "the connection's client certificate cannot be read", op_id)
+        changed, mark = self.agent.superseded.supersede(self.cert, before)
+        closed = await self.agent.close_superseded() if changed else 0
+        await self.send({"op": "result", "id": op_id, "ok": True, "changed": changed, "before": mark})
+        audit.record("supersede", peer=self.peer, addr=self.addr, id=op_id, changed=changed, before=mark,
+                     closed=closed or None)
 
 
 class TLSGatedConnection(ServerConnection):
@@ -165,6 +184,8 @@ class Agent:
         self.warm = WarmRunners(cfg.state_dir)
         self.started = time.monotonic()
         self.handshakes = HandshakeGate()
+        self.superseded = SupersededClients(cfg.state_dir)
+        self.sessions: set[Session] = set()
         self._tasks: set[asyncio.Task] = set()
 
     def track(self, task: asyncio.Task) -> None:
@@ -186,6 +207,14 @@ class Agent:
         audit.record("reload", ok=True)
         return True
 
+    async def close_superseded(self) -> int:
+        """Close the connections made with a certificate that is now superseded (what they run is cancelled)."""
+        stale = [s for s in self.sessions if self.superseded.refuses(s.cert)]
+        for session in stale:
+            audit.record("closed", peer=session.peer, addr=session.addr, reason="client certificate superseded")
+            await session.ws.close(1008, "client certificate superseded")
+        return len(stale)
+
     def health(self, op_id) -> dict:
         return {"op": "result", "id": op_id, "ok": True, "node": self.node, "version": __version__,
                 "protocol": PROTOCOL_VERSION, "pid": os.getpid(),
@@ -199,6 +228,10 @@ class Agent:
         if who not in self.allowed:
             audit.record("refused", addr=addr, peer=who, reason="client identity not on the allow-list")
             return connection.respond(HTTPStatus.FORBIDDEN, f"client identity {who!r} is not allowed\n")
+        if self.superseded.refuses(ClientCertificate.of(ssl_object, who)):
+            audit.record("refused", addr=addr, peer=who, reason="client certificate superseded by a newer one")
+            return connection.respond(HTTPStatus.FORBIDDEN, f"this client certificate for {who!r} was superseded "
+                                      "by a newer one for the same name\n")
         offered = {p.strip() for v in request.headers.get_all("Sec-WebSocket-Protocol") for p in v.split(",")}
         if SUBPROTOCOL not in offered:
             audit.record("refused", addr=addr, peer=who, reason="protocol version not offered")
@@ -211,7 +244,12 @@ class Agent:
         addr = "{}:{}".format(*ws.remote_address[:2])
         audit.record("connect", peer=who, addr=addr)
         started = time.monotonic()
-        await Session(ws, self, who, addr).run()
+        session = Session(ws, self, who, addr, ClientCertificate.of(ws.transport.get_extra_info("ssl_object"), who))
+        self.sessions.add(session)
+        try:
+            await session.run()
+        finally:
+            self.sessions.discard(session)
         audit.record("disconnect", peer=who, addr=addr, duration_ms=int((time.monotonic() - started) * 1000))
 
     async def serve(self, ready: asyncio.Event | None = None, stop: asyncio.Event | None = None) -> None:

@@ -5,6 +5,11 @@ client certificate would cut the operator off every node at once. When the opera
 variable `kubenest_agent_ca_path`, also used for nodes coming back from a virtual cluster), it issues itself a
 new pair with the same name once the configured one, or its last re-issue, is inside its renewal window, and
 gives runs that pair instead. Without the CA it says, at every run, that the certificate is due.
+
+Runs with a re-issued pair also ask every agent they reach to refuse its predecessor (the configured pair, or the
+re-issue before) and everything for the name issued earlier, so a copy of an old key stops working node by node
+as runs reach them. Another replica's re-issue is never older than the predecessor named, so replicas that
+took over from each other do not lock each other out.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from .extravars import renew_before_days
 
 CERT_VAR, KEY_VAR, CA_VAR = "kubenest_agent_cert_file", "kubenest_agent_key_file", "kubenest_agent_ca_path"
 CA_FILE_VAR = "kubenest_agent_ca_file"  # the agents' CA certificate, which signs the client pair too
+SUPERSEDED_VAR = "kubenest_agent_superseded_cert_file"  # the connection plugin's superseded_cert_file
 
 
 def _load(path: str | Path):
@@ -84,7 +90,7 @@ class AgentClientIdentity:
             return site_vars
         renewed = self._renewed(configured, site_vars.get(CA_FILE_VAR))
         current = _load(renewed[0]) if renewed else configured
-        chosen = dict(site_vars, **({CERT_VAR: str(renewed[0]), KEY_VAR: str(renewed[1])} if renewed else {}))
+        chosen = dict(site_vars, **(self._use(renewed, cert_file) if renewed else {}))
         remaining = pki.renewal_due(current, renew_before_days(site_vars))
         if remaining is None:
             return chosen
@@ -113,8 +119,20 @@ class AgentClientIdentity:
                            "to the operator: not writing a key there")
             return chosen
         cert, key = self.directory / "client.crt", self.directory / "client.key"
+        # The certificate this one replaces (the configured one or the last re-issue) is the one runs retire; its
+        # key is not kept.
+        _write(self.directory / "previous.crt", pki.certificate_pem(current))
         _write(key, pki.private_key_pem(pair.key))  # key first: a pair that does not match is never chosen
         _write(cert, pki.certificate_pem(pair.cert))
         logger.info(f"re-issued the agent client certificate (it expired in {remaining}); "
                     f"the new one ends {pki.certificate_not_after(pair.cert).isoformat()}")
-        return dict(site_vars, **{CERT_VAR: str(cert), KEY_VAR: str(key)})
+        return dict(site_vars, **self._use((cert, key), cert_file))
+
+    def _use(self, pair: tuple[Path, Path], configured_file: str) -> dict[str, str]:
+        """Run variables for a re-issued pair: the pair, and the certificate it supersedes."""
+        previous = self.directory / "previous.crt"
+        try:
+            superseded = str(previous) if _load(previous).subject == _load(pair[0]).subject else configured_file
+        except (OSError, ValueError):
+            superseded = configured_file
+        return {CERT_VAR: str(pair[0]), KEY_VAR: str(pair[1]), SUPERSEDED_VAR: superseded}

@@ -136,6 +136,21 @@ options:
     ini:
       - section: kubenest_agent
         key: control_dir
+  superseded_cert_file:
+    description:
+      - A client certificate that O(cert_file) replaces. Before the first task on a node, its agent is asked to
+        refuse from then on this certificate and every other one for the same client name (common name) issued
+        no later than it, so the predecessor of a re-issued certificate, and any copy of its key, stop working
+        on every node the play reaches.
+      - The agent never refuses a certificate issued after the one this connection presents, so an old key
+        cannot lock out its successor.
+      - An agent too old for the request keeps accepting the predecessor; the play goes on and the helper's log
+        says so.
+    type: path
+    vars:
+      - name: kubenest_agent_superseded_cert_file
+    env:
+      - name: KUBENEST_AGENT_SUPERSEDED_CERT_FILE
   warm_modules:
     description:
       - Let the agent run pipelined Python modules in a warm interpreter that has the Ansible module
@@ -224,7 +239,8 @@ class Connection(ConnectionBase):
                 server_name=self.get_option("server_name") or host,
                 ca=self.get_option("ca_file"), cert=self.get_option("cert_file"), key=self.get_option("key_file"),
                 connect_timeout=self.get_option("connect_timeout"),
-                idle_timeout=self.get_option("persist_seconds"), pin=pin)
+                idle_timeout=self.get_option("persist_seconds"), pin=pin,
+                superseded=self.get_option("superseded_cert_file") or "")
         except AgentUnreachable as exc:
             raise AnsibleConnectionFailure(to_native(exc))
         self._client = AgentClient(UnixFrameTransport(sock))

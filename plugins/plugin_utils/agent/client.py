@@ -187,6 +187,14 @@ class AgentClient:
         header, _payload = self._next(op_id)
         return header
 
+    def supersede(self, before: int) -> dict:
+        """Have the agent refuse, from now on, every client certificate for our name issued (notBefore) before
+        `before`, seconds since the epoch; the agent never goes past our own certificate's."""
+        op_id = next(self._ids)
+        self._send({"op": "supersede", "id": op_id, "before": before})
+        header, _payload = self._next(op_id)
+        return header
+
     def exec(self, argv=None, shell=None, *, stdin: bytes | None = None, env=None, cwd=None, timeout=None,
              runner=None, on_stdout=None, on_stderr=None) -> ExecResult:
         """Run a command; ``runner="python"`` lets the agent run a pipelined module in a warm interpreter."""

@@ -90,8 +90,38 @@ class Mux:
             await self.ws.close()
             self.ws = None
             raise AgentUnreachable(refused)
+        if a.superseded_cert:
+            await self._supersede(a.superseded_cert)
         self.reader_task = asyncio.create_task(self._read_agent(self.ws))
         log.info("connected to %s", a.uri)
+
+    async def _supersede(self, cert_file: str) -> None:
+        """Before any task runs: the agent refuses, from now on, the certificate in `cert_file` and every other
+        one for our name issued no later than it. An agent too old to know the operation says so; the run goes
+        on, and the log tells."""
+        from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.tls import issued_after
+
+        try:
+            before = issued_after(cert_file)
+        except (OSError, ValueError) as exc:
+            await self.ws.close()
+            self.ws = None
+            raise AgentUnreachable(f"the superseded client certificate {cert_file}: {exc}") from None
+        await self.ws.send(encode({"op": "supersede", "id": "mux-supersede", "before": before}))
+        try:
+            header, _payload = decode(await asyncio.wait_for(self.ws.recv(), self.args.connect_timeout))
+        except Exception as exc:
+            await self.ws.close()
+            self.ws = None
+            raise AgentUnreachable(f"the agent at {self.args.uri} did not answer the supersede request: "
+                                   f"{exc or type(exc).__name__}") from None
+        if header.get("op") == "result":
+            if header.get("changed"):
+                log.info("the agent at %s now refuses client certificates for this name issued before %s",
+                         self.args.uri, header.get("before"))
+        else:
+            log.warning("the agent at %s cannot supersede older client certificates: %s", self.args.uri,
+                        header.get("message") or header)
 
     async def ensure_connected(self) -> None:
         from websockets.protocol import State
@@ -252,6 +282,8 @@ def main(argv=None) -> int:
     parser.add_argument("--cert", required=True)
     parser.add_argument("--key", required=True)
     parser.add_argument("--pin", default="", help="accepted agent certificate SHA-256s, comma-separated")
+    parser.add_argument("--superseded-cert", default="",
+                        help="a predecessor client certificate the agent is to refuse, with every older one")
     parser.add_argument("--connect-timeout", type=float, default=10)
     parser.add_argument("--idle-timeout", type=float, default=60)
     args = parser.parse_args(argv)

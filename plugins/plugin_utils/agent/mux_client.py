@@ -35,9 +35,10 @@ def _mux_env() -> dict[str, str]:
     return env
 
 
-def socket_path(mux_dir: str, uri: str, server_name: str, ca: str, cert: str, key: str, pin: str = "") -> Path:
+def socket_path(mux_dir: str, uri: str, server_name: str, ca: str, cert: str, key: str, pin: str = "",
+                superseded: str = "") -> Path:
     ident = "\0".join((MUX_PROTOCOL, uri, server_name or "", os.path.abspath(ca), os.path.abspath(cert),
-                       os.path.abspath(key), pin))
+                       os.path.abspath(key), pin, *([os.path.abspath(superseded)] if superseded else [])))
     return Path(mux_dir) / (hashlib.sha256(ident.encode()).hexdigest()[:20] + ".sock")
 
 
@@ -80,11 +81,14 @@ def _greeted(sock: socket.socket, path: Path) -> bool:
 
 
 def connect_or_spawn(*, mux_dir: str, uri: str, server_name: str, ca: str, cert: str, key: str,
-                     connect_timeout: float, idle_timeout: float, pin: str = "") -> socket.socket:
+                     connect_timeout: float, idle_timeout: float, pin: str = "",
+                     superseded: str = "") -> socket.socket:
     """Connect to the mux for this agent, starting it first if none is running. `pin`: the certificate
-    SHA-256s accepted for this agent, comma-separated (a different pin is a different mux)."""
+    SHA-256s accepted for this agent, comma-separated (a different pin is a different mux). `superseded`: a
+    predecessor client certificate; every connection the mux makes first asks the agent to refuse it and every
+    certificate for our name issued no later."""
     Path(mux_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
-    path = socket_path(mux_dir, uri, server_name, ca, cert, key, pin)
+    path = socket_path(mux_dir, uri, server_name, ca, cert, key, pin, superseded)
     sock = _try_connect(path)
     if sock is not None:
         return sock
@@ -105,7 +109,8 @@ def connect_or_spawn(*, mux_dir: str, uri: str, server_name: str, ca: str, cert:
             proc = subprocess.Popen(
                 [sys.executable, "-m", MUX_MODULE, "--socket", os.fspath(path), "--uri", uri,
                  "--server-name", server_name, "--ca", ca, "--cert", cert, "--key", key, "--pin", pin,
-                 "--connect-timeout", str(connect_timeout), "--idle-timeout", str(idle_timeout)],
+                 "--connect-timeout", str(connect_timeout), "--idle-timeout", str(idle_timeout),
+                 *(["--superseded-cert", superseded] if superseded else [])],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log_file, close_fds=True, env=_mux_env(),
                 start_new_session=True)
         line = proc.stdout.readline().decode(errors="replace").strip()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import ssl
 
@@ -47,3 +48,15 @@ def pin_mismatch(ssl_object, pins: tuple[str, ...], where: str) -> str | None:
         return None
     return (f"TLS: the agent at {where} presented certificate sha256:{seen}, which is not the one recorded for it "
             f"(sha256:{', sha256:'.join(pins)}); it may be an old certificate of that node or another machine")
+
+
+def issued_after(cert_file: str) -> int:
+    """The first second after the notBefore of the PEM certificate in `cert_file`: what an agent is asked to
+    refuse everything issued before, to retire that certificate and its elders."""
+    from cryptography import x509
+
+    with open(cert_file, "rb") as fh:
+        cert = x509.load_pem_x509_certificate(fh.read())
+    not_before = getattr(cert, "not_valid_before_utc", None) or cert.not_valid_before.replace(
+        tzinfo=datetime.timezone.utc)
+    return int(not_before.timestamp()) + 1
