@@ -18,7 +18,17 @@ from .admission import HandshakeGate
 from .inflight import InflightJournal
 from .ops_exec import ExecOp
 from .ops_files import FetchOp, PutOp
-from .protocol import MAX_FRAME, OPEN_OPS, PROTOCOL_VERSION, STREAM_OPS, SUBPROTOCOL, ProtocolError, decode, encode
+from .protocol import (
+    CHUNK_SIZE,
+    MAX_FRAME,
+    OPEN_OPS,
+    PROTOCOL_VERSION,
+    STREAM_OPS,
+    SUBPROTOCOL,
+    ProtocolError,
+    decode,
+    encode,
+)
 from .superseded import ClientCertificate, SupersededClients
 from .tlsconfig import peer_identity, server_context
 from .warm_python import WarmRunners
@@ -103,6 +113,9 @@ class Session:
         if op == "supersede":
             await self._supersede(op_id, header.get("before"))
             return
+        if op == "audit":
+            await self._audit(op_id, header)
+            return
         if len(self.ops) >= MAX_OPS_PER_CONNECTION:
             raise ProtocolError("too_many_ops", f"at most {MAX_OPS_PER_CONNECTION} operations per connection", op_id)
         handler = OP_CLASSES[op](self, op_id, header)
@@ -126,6 +139,18 @@ class Session:
         await self.send({"op": "result", "id": op_id, "ok": True, "changed": changed, "before": mark})
         audit.record("supersede", peer=self.peer, addr=self.addr, id=op_id, changed=changed, before=mark,
                      closed=closed or None)
+
+
+    async def _audit(self, op_id, header: dict) -> None:
+        """The audit lines after the caller's cursor, for it to keep off the node. Not itself audited: a
+        controller asking at every connection would fill the memory with its own questions."""
+        after, boot = header.get("after", 0), header.get("boot")
+        if not isinstance(after, int) or isinstance(after, bool) or after < 0:
+            raise ProtocolError("bad_request", "'after' must be a line number (an integer, 0 or more)", op_id)
+        if boot is not None and not isinstance(boot, str):
+            raise ProtocolError("bad_request", "'boot' must be a string", op_id)
+        described, lines = audit.since(boot, after, CHUNK_SIZE)
+        await self.send({"op": "result", "id": op_id, "ok": True, **described}, lines)
 
 
 class TLSGatedConnection(ServerConnection):

@@ -84,6 +84,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--cert-check-interval", type=float, default=3600.0,
                    help="seconds between looks at each virtual cluster's certificates; a run renews those "
                         "inside their renewal window (default 3600)")
+    p.add_argument("--agent-audit-interval", type=float, default=10.0,
+                   help="seconds between passes writing the node agents' audit lines, taken off the nodes by runs, "
+                        "to this log (logger kubenest.agent-audit; default 10)")
     p.add_argument("--site-vars", type=Path, default=None, metavar="FILE",
                    help="YAML mapping of variables for every run, e.g. kubenest_agent_ca_file/cert_file/key_file "
                         "(the agent client credentials) and kubenest_images_dir")
@@ -118,6 +121,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         node_wait_interval=args.node_wait_interval,
         resync_interval=args.resync_interval,
         cert_check_interval=args.cert_check_interval,
+        agent_audit_interval=args.agent_audit_interval,
         site_vars=args.site_vars.resolve() if args.site_vars else None,
         allowed_registries=tuple(args.allowed_registries),
         spec_kubeconfig=args.spec_kubeconfig,
@@ -153,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     # Imported for their kopf handlers, registered on kopf's default registry.
     from . import (  # noqa: F401
         activities,
+        agent_audit,
         cert_renewal,
         control_plane_health,
         globalnodes,

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
+from typing import Any
 
 import kubernetes
 
+from .agent_audit import AgentAudit
 from .agent_client import AgentClientIdentity
+from .extravars import load_site_vars
 from .kube import Api, load_configuration
 from .runs import PlaybookRunner, RunDirs
 from .settings import Config, collection_revision, collections_path
@@ -22,6 +26,7 @@ class Context:
     slots: RunSlots  # --max-parallel runs at once, --max-parallel-per-namespace of one namespace
     locks: ObjectLocks  # one run at a time per VirtualCluster
     agent_identity: AgentClientIdentity  # the client pair runs use for the node agents
+    agent_audit: AgentAudit  # where runs keep the agents' audit lines until they go to the operator's log
     revision: str = ""  # digest of the playbooks, roles and plugins runs use (see drift.py)
 
     @classmethod
@@ -35,9 +40,14 @@ class Context:
                                 timeout=config.run_timeout,
                                 module_cache_dir=config.runs_dir.with_name(config.runs_dir.name + "-modules"))
         identity = AgentClientIdentity(config.runs_dir.with_name(config.runs_dir.name + "-agent-client"))
+        audit = AgentAudit(config.runs_dir.with_name(config.runs_dir.name + "-agent-audit"))
         return cls(config, configuration, Api(configuration), runner,
-                   RunSlots(config.max_parallel, config.max_parallel_per_namespace), ObjectLocks(), identity,
+                   RunSlots(config.max_parallel, config.max_parallel_per_namespace), ObjectLocks(), identity, audit,
                    collection_revision(config.playbook_dir))
+
+    def run_site_vars(self, logger: logging.Logger) -> dict[str, Any]:
+        """The site variables of a run: the site's file, the agent client pair to use, the audit directory."""
+        return self.agent_audit.site_vars(self.agent_identity.site_vars(load_site_vars(self.config.site_vars), logger))
 
     def close(self) -> None:
         self.runner.shutdown()

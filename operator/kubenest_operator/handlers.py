@@ -23,7 +23,7 @@ from . import drift, node_queue, restores, spec_kubeconfig
 from . import status as st
 from .context import Context
 from .errors import backoff, failure_reason, summarize
-from .extravars import build_extravars, desired_spec, load_site_vars, plain
+from .extravars import build_extravars, desired_spec, plain
 from .kube import GROUP, VERSION, VIRTUALCLUSTERS, is_status
 from .progress import RunTracker
 from .runs import RunOutcome, new_run_id
@@ -146,7 +146,7 @@ async def execute(ctx: Context, body: kopf.Body, state: str, phase: str, logger:
     watcher = (asyncio.create_task(_abort_when_deleted(ctx, namespace, name, abort, logger))
                if state == "present" else None)
     try:
-        site_vars = ctx.agent_identity.site_vars(load_site_vars(ctx.config.site_vars), logger)
+        site_vars = ctx.run_site_vars(logger)
         extravars = build_extravars(body, state, ctx.config.kubeconfig, site_vars, ctx.config.allowed_registries)
         if state == "present" and "node_promote_queue" not in extravars:
             extravars["node_promote_queue"] = await node_queue.queue_for(ctx, body, logger)

@@ -18,7 +18,7 @@ from kubernetes.client.rest import ApiException
 
 from .context import Context
 from .errors import summarize
-from .extravars import build_extravars, load_site_vars
+from .extravars import build_extravars
 from .progress import RunTracker
 from .runs import new_run_id
 
@@ -73,7 +73,7 @@ async def _return_nodes(ctx: Context, namespace: str, name: str, logger: logging
     run_id, tracker = new_run_id(namespace, name), RunTracker()
     await ctx.slots.acquire(namespace)
     try:
-        site_vars = ctx.agent_identity.site_vars(load_site_vars(ctx.config.site_vars), logger)
+        site_vars = ctx.run_site_vars(logger)
         extravars = build_extravars(body, "absent", ctx.config.kubeconfig, site_vars, ctx.config.allowed_registries)
         outcome = await ctx.runner.run(ctx.config.playbook, run_id, extravars, tracker)
     except Exception as exc:  # retried at the next resync

@@ -95,6 +95,8 @@ class Config:
     resync_interval: float = 30.0
     # Seconds between looks at a virtual cluster's certificates (renewed when inside their window).
     cert_check_interval: float = 3600.0
+    # Seconds between passes that write the agents' audit lines taken by runs to the operator's log.
+    agent_audit_interval: float = 10.0
     # YAML file of site variables given to every run (agent client credentials, images directory, ...).
     site_vars: Path | None = None
     # Registries (host[:port]) control-plane images may come from; empty: any.

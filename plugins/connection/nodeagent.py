@@ -151,6 +151,28 @@ options:
       - name: kubenest_agent_superseded_cert_file
     env:
       - name: KUBENEST_AGENT_SUPERSEDED_CERT_FILE
+  audit_dir:
+    description:
+      - A directory on the controller where the agents' audit lines are kept, one C(<inventory name>.jsonl) file
+        per node, so that a root process on a node given to a tenant cannot rewrite the record of what was done
+        there and who tried to connect.
+      - The lines are taken from the agent when the connection helper connects and before it exits; each line
+        arrives once, and lines the agent could not keep (restarted, or more than it holds in memory between two
+        visits) show as an C(audit_gap) line.
+      - The operator sets it for its runs and writes the lines to its own log.
+    type: path
+    vars:
+      - name: kubenest_agent_audit_dir
+    env:
+      - name: KUBENEST_AGENT_AUDIT_DIR
+    ini:
+      - section: kubenest_agent
+        key: audit_dir
+  audit_node:
+    description: The node's name in the audit record of O(audit_dir).
+    type: str
+    vars:
+      - name: inventory_hostname
   warm_modules:
     description:
       - Let the agent run pipelined Python modules in a warm interpreter that has the Ansible module
@@ -240,7 +262,8 @@ class Connection(ConnectionBase):
                 ca=self.get_option("ca_file"), cert=self.get_option("cert_file"), key=self.get_option("key_file"),
                 connect_timeout=self.get_option("connect_timeout"),
                 idle_timeout=self.get_option("persist_seconds"), pin=pin,
-                superseded=self.get_option("superseded_cert_file") or "")
+                superseded=self.get_option("superseded_cert_file") or "",
+                audit_dir=self.get_option("audit_dir") or "", audit_node=self.get_option("audit_node") or host)
         except AgentUnreachable as exc:
             raise AnsibleConnectionFailure(to_native(exc))
         self._client = AgentClient(UnixFrameTransport(sock))

@@ -105,6 +105,9 @@ def shutdown_muxes(control_dir: Path) -> None:
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and list(Path(control_dir).glob("*.sock")):
         time.sleep(0.1)
+    # A helper removes its socket first and then finishes (taking the agent's last audit lines): wait for it.
+    while time.monotonic() < deadline and pids_of(f"--socket {control_dir}/"):
+        time.sleep(0.1)
 
 
 def pids_of(pattern: str) -> list[int]:

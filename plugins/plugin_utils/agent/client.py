@@ -195,6 +195,13 @@ class AgentClient:
         header, _payload = self._next(op_id)
         return header
 
+    def audit(self, boot: str | None = None, after: int = 0) -> tuple[dict, bytes]:
+        """The agent's audit lines after line `after` of its start `boot`: (what they are, the lines)."""
+        op_id = next(self._ids)
+        self._send({"op": "audit", "id": op_id, "boot": boot, "after": after})
+        header, payload = self._next(op_id)
+        return header, bytes(payload)
+
     def exec(self, argv=None, shell=None, *, stdin: bytes | None = None, env=None, cwd=None, timeout=None,
              runner=None, on_stdout=None, on_stderr=None) -> ExecResult:
         """Run a command; ``runner="python"`` lets the agent run a pipelined module in a warm interpreter."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import logging
 import os
@@ -92,6 +93,8 @@ class Mux:
             raise AgentUnreachable(refused)
         if a.superseded_cert:
             await self._supersede(a.superseded_cert)
+        if a.audit_dir:
+            await self._take_audit()
         self.reader_task = asyncio.create_task(self._read_agent(self.ws))
         log.info("connected to %s", a.uri)
 
@@ -122,6 +125,29 @@ class Mux:
         else:
             log.warning("the agent at %s cannot supersede older client certificates: %s", self.args.uri,
                         header.get("message") or header)
+
+    async def _take_audit(self) -> None:
+        """Take the agent's audit lines since our cursor off the node (see audit_trail). Only while nothing else
+        reads the websocket: right after connecting, and on the way out. A failure here loses no line (the
+        cursor stays) and fails no task."""
+        from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.audit_trail import AuditRecord
+
+        record = AuditRecord(self.args.audit_dir, self.args.audit_node or self.args.server_name)
+        try:
+            for _round in range(64):  # 64 MiB at most per connection; the rest waits for the next one
+                asked = record.cursor()
+                await self.ws.send(encode({"op": "audit", "id": "mux-audit", "boot": asked[0], "after": asked[1]}))
+                header, payload = decode(await asyncio.wait_for(self.ws.recv(), self.args.connect_timeout))
+                if header.get("op") != "result":
+                    log.warning("the agent at %s keeps its audit lines to itself: %s", self.args.uri,
+                                header.get("message") or header)
+                    return
+                record.append(asked, header, payload)
+                if not header.get("more"):
+                    return
+        except Exception as exc:
+            log.warning("could not take the audit lines of the agent at %s: %s", self.args.uri,
+                        exc or type(exc).__name__)
 
     async def ensure_connected(self) -> None:
         from websockets.protocol import State
@@ -262,8 +288,15 @@ class Mux:
         async with server:
             await self.stop.wait()
         watcher.cancel()
-        if self.ws is not None:
-            await self.ws.close()
+        ws = self.ws
+        if ws is not None:
+            if self.args.audit_dir and self.reader_task is not None:
+                self.reader_task.cancel()  # nothing is routed any more; the last lines are read here
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self.reader_task
+                self.ws = ws
+                await self._take_audit()
+            await ws.close()
         return 0
 
 
@@ -284,6 +317,9 @@ def main(argv=None) -> int:
     parser.add_argument("--pin", default="", help="accepted agent certificate SHA-256s, comma-separated")
     parser.add_argument("--superseded-cert", default="",
                         help="a predecessor client certificate the agent is to refuse, with every older one")
+    parser.add_argument("--audit-dir", default="",
+                        help="keep the agent's audit lines in this directory (see audit_trail)")
+    parser.add_argument("--audit-node", default="", help="the node's name in the audit record")
     parser.add_argument("--connect-timeout", type=float, default=10)
     parser.add_argument("--idle-timeout", type=float, default=60)
     args = parser.parse_args(argv)

@@ -36,9 +36,10 @@ def _mux_env() -> dict[str, str]:
 
 
 def socket_path(mux_dir: str, uri: str, server_name: str, ca: str, cert: str, key: str, pin: str = "",
-                superseded: str = "") -> Path:
+                superseded: str = "", audit_dir: str = "", audit_node: str = "") -> Path:
     ident = "\0".join((MUX_PROTOCOL, uri, server_name or "", os.path.abspath(ca), os.path.abspath(cert),
-                       os.path.abspath(key), pin, *([os.path.abspath(superseded)] if superseded else [])))
+                       os.path.abspath(key), pin, *([os.path.abspath(superseded)] if superseded else []),
+                       *([f"audit:{os.path.abspath(audit_dir)}", audit_node] if audit_dir else [])))
     return Path(mux_dir) / (hashlib.sha256(ident.encode()).hexdigest()[:20] + ".sock")
 
 
@@ -82,13 +83,14 @@ def _greeted(sock: socket.socket, path: Path) -> bool:
 
 def connect_or_spawn(*, mux_dir: str, uri: str, server_name: str, ca: str, cert: str, key: str,
                      connect_timeout: float, idle_timeout: float, pin: str = "",
-                     superseded: str = "") -> socket.socket:
+                     superseded: str = "", audit_dir: str = "", audit_node: str = "") -> socket.socket:
     """Connect to the mux for this agent, starting it first if none is running. `pin`: the certificate
     SHA-256s accepted for this agent, comma-separated (a different pin is a different mux). `superseded`: a
     predecessor client certificate; every connection the mux makes first asks the agent to refuse it and every
-    certificate for our name issued no later."""
+    certificate for our name issued no later. `audit_dir`: where the mux keeps the agent's audit lines, as those
+    of `audit_node`."""
     Path(mux_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
-    path = socket_path(mux_dir, uri, server_name, ca, cert, key, pin, superseded)
+    path = socket_path(mux_dir, uri, server_name, ca, cert, key, pin, superseded, audit_dir, audit_node)
     sock = _try_connect(path)
     if sock is not None:
         return sock
@@ -110,7 +112,8 @@ def connect_or_spawn(*, mux_dir: str, uri: str, server_name: str, ca: str, cert:
                 [sys.executable, "-m", MUX_MODULE, "--socket", os.fspath(path), "--uri", uri,
                  "--server-name", server_name, "--ca", ca, "--cert", cert, "--key", key, "--pin", pin,
                  "--connect-timeout", str(connect_timeout), "--idle-timeout", str(idle_timeout),
-                 *(["--superseded-cert", superseded] if superseded else [])],
+                 *(["--superseded-cert", superseded] if superseded else []),
+                 *(["--audit-dir", audit_dir, "--audit-node", audit_node] if audit_dir else [])],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log_file, close_fds=True, env=_mux_env(),
                 start_new_session=True)
         line = proc.stdout.readline().decode(errors="replace").strip()

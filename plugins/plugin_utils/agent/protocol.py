@@ -17,7 +17,7 @@ CHUNK_SIZE = 1024 * 1024
 MAX_FRAME = 4 + MAX_HEADER + CHUNK_SIZE
 
 # Client -> agent operations that open a new stream.
-OPEN_OPS = frozenset({"exec", "put", "fetch", "health", "supersede"})
+OPEN_OPS = frozenset({"exec", "put", "fetch", "health", "supersede", "audit"})
 # Client -> agent frames that continue an open stream.
 STREAM_OPS = frozenset({"stdin", "data", "end", "cancel"})
 
