@@ -16,8 +16,10 @@ description:
     Service (API and Konnectivity, recorded on its GlobalNodes as C(kosmos.io/tenant-api-ports)) and drop
     everything else from tenant nodes; a tenant's node drops what
     comes from other tenants' nodes. The result holds, per node, the arguments of
-    M(kosmos.kubenest.node_firewall) (C(allow), C(deny)) with its C(address), its C(side) and
-    C(agentCertificates), the agent certificates its GlobalNode records.
+    M(kosmos.kubenest.node_firewall) (C(allow), C(deny), C(ipv6_deny_unlisted), C(ipv6_allow), C(node_address))
+    with its C(address), its C(side) and C(agentCertificates), the agent certificates its GlobalNode records.
+  - IPv6 is closed rather than listed wherever a node has someone to keep off; only the host's own IPv6
+    InternalIPs and pod networks stay open between the host's nodes.
 author:
   - kosmos.kubenest maintainers (@kosmos-kubenest)
 options:
@@ -43,7 +45,7 @@ EXAMPLES = r"""
 RETURN = r"""
 _value:
   description: Node name -> C(address), C(side) (C(host) or the virtual cluster's C(namespace/name)), C(allow),
-    C(deny), C(agentCertificates).
+    C(deny), C(ipv6_deny_unlisted), C(ipv6_allow), C(node_address), C(agentCertificates).
   type: dict
 """
 

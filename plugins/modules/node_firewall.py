@@ -18,7 +18,14 @@ description:
     Other sources are not affected.
   - The chain is replaced in one C(iptables-restore) transaction, so there is no moment with half the rules.
     Idempotent; a chain that already holds the rules reports no change.
-  - IPv4 only.
+  - O(allow) and O(deny) are IPv4. IPv6 is closed instead of listed, since a root process on a tenant's node can
+    give itself any IPv6 address on the link (a link-local one at the least). With O(ipv6_deny_unlisted), new
+    IPv6 connections and datagrams that reach the node on its node-network interface (the one holding
+    O(node_address)) are dropped unless they come from O(ipv6_allow); ICMPv6 (neighbour discovery) and DHCPv6
+    answers pass. That part lives in a chain of the same name in C(ip6tables)' C(mangle) table, entered from
+    C(PREROUTING) for that interface only, so the node's pods and its loopback are not affected.
+  - A node whose kernel has no IPv6 needs no IPv6 rules; one with IPv6 but without C(ip6tables) is refused (fail
+    closed) rather than left open.
 author:
   - kosmos.kubenest maintainers (@kosmos-kubenest)
 options:
@@ -62,6 +69,25 @@ options:
     type: list
     elements: str
     default: []
+  ipv6_deny_unlisted:
+    description:
+      - Drop new IPv6 from anything not in O(ipv6_allow) on the node's node-network interface (see above). False
+        removes the IPv6 chain, if there is one.
+    type: bool
+    default: false
+    version_added: 1.4.0
+  ipv6_allow:
+    description: IPv6 addresses or networks still let in with O(ipv6_deny_unlisted), such as the host's own nodes
+      and pod networks in a dual-stack host cluster.
+    type: list
+    elements: str
+    default: []
+    version_added: 1.4.0
+  node_address:
+    description: The node's IPv4 address on the node network (its InternalIP), which names the interface whose
+      IPv6 O(ipv6_deny_unlisted) judges. Required with O(ipv6_deny_unlisted).
+    type: str
+    version_added: 1.4.0
 attributes:
   check_mode:
     support: full
@@ -88,6 +114,13 @@ EXAMPLES = r"""
         destinations: [198.18.0.250]
         tcp_ports: [6443, 8132]
     deny: [198.18.0.12, 198.18.0.13]
+
+- name: And no IPv6 from anywhere on the node network but the host's own dual-stack addresses
+  kosmos.kubenest.node_firewall:
+    deny: [198.18.0.12, 198.18.0.13]
+    ipv6_deny_unlisted: true
+    node_address: 198.18.0.11
+    ipv6_allow: [fd00:18::/64]
 """
 
 RETURN = r"""
@@ -96,9 +129,20 @@ rules:
   returned: always
   type: list
   elements: str
+rules6:
+  description: The IPv6 chain's rules as C(ip6tables -S) prints them (empty without O(ipv6_deny_unlisted), or on a
+    node whose kernel has no IPv6).
+  returned: always
+  type: list
+  elements: str
+interface:
+  description: The node-network interface whose IPv6 is judged (none without O(ipv6_deny_unlisted)).
+  returned: always
+  type: str
 """
 
 import ipaddress
+import os
 import re
 
 from ansible.module_utils.basic import AnsibleModule
@@ -113,14 +157,14 @@ class InvalidRule(ValueError):
     pass
 
 
-def _network(value, what="sources"):
+def _network(value, what="sources", version=4):
     try:
         net = ipaddress.ip_network(str(value), strict=True)
     except ValueError:
         raise InvalidRule("%r is not an IP address or network" % (value,)) from None
-    if net.version != 4:
-        raise InvalidRule("%s is IPv6; only IPv4 %s are supported" % (net, what))
-    return str(net) if net.prefixlen != 32 else "%s/32" % net.network_address
+    if net.version != version:
+        raise InvalidRule("%s is IPv%d; only IPv%d %s are supported here" % (net, net.version, version, what))
+    return str(net) if net.prefixlen != net.max_prefixlen else "%s/%d" % (net.network_address, net.max_prefixlen)
 
 
 def _ports(values):
@@ -135,10 +179,14 @@ def _ports(values):
     return ports
 
 
-def chain_rules(chain, allow, deny):
-    """The chain's rules, written as `iptables -S` prints them, so they compare equal to what it reads back."""
+def _check_chain(chain):
     if not CHAIN_NAME.match(chain):
         raise InvalidRule("%r is not a chain name of ours: KUBENEST- and up to 19 capitals, digits, - or _" % chain)
+
+
+def chain_rules(chain, allow, deny):
+    """The chain's rules, written as `iptables -S` prints them, so they compare equal to what it reads back."""
+    _check_chain(chain)
     rules = ["-A %s -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN" % chain]
     for entry in allow:
         ports = ",".join(str(p) for p in _ports(entry.get("tcp_ports") or []))
@@ -157,61 +205,149 @@ def chain_rules(chain, allow, deny):
     return rules
 
 
-def restore_script(chain, rules, add_jump):
-    """iptables-restore --noflush input: declaring the chain empties it, so the transaction replaces it whole."""
+def chain_rules6(chain, allow):
+    """The IPv6 chain, as `ip6tables -S` prints it: answers, neighbour discovery and DHCPv6 answers, the listed
+    sources, and nothing else new. Entered only for the node-network interface (see Firewall.jump)."""
+    _check_chain(chain)
+    rules = ["-A %s -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN" % chain,
+             "-A %s -p ipv6-icmp -j RETURN" % chain,
+             "-A %s -s fe80::/10 -p udp -m udp --dport 546 -j RETURN" % chain]
+    listed = []
+    for source in allow:
+        source = _network(source, "sources in ipv6_allow", version=6)
+        if source not in listed:
+            listed.append(source)
+            rules.append("-A %s -s %s -j RETURN" % (chain, source))
+    return rules + ["-A %s -j DROP" % chain]
+
+
+def restore_script(chain, rules, jump=None):
+    """iptables-restore --noflush input: declaring the chain empties it, so the transaction replaces it whole.
+    `jump`: the jump rule's match and target (without -A/-I HOOK) to insert first in HOOK, if it is missing."""
     lines = ["*%s" % TABLE, ":%s - [0:0]" % chain] + rules
-    if add_jump:
-        lines.append("-I %s 1 -j %s" % (HOOK, chain))
+    if jump:
+        lines.append("-I %s 1 %s" % (HOOK, jump))
     return "\n".join(lines + ["COMMIT", ""])
 
 
 class Firewall:
-    def __init__(self, module, chain):
+    """One chain of ours in one family's mangle table and its jump from PREROUTING."""
+
+    def __init__(self, module, chain, family="iptables", interface=None):
         self.module = module
         self.chain = chain
-        self.iptables = module.get_bin_path("iptables", required=True)
+        self.family = family
+        self.binary = module.get_bin_path(family, required=family == "iptables")
+        # The jump as `iptables -S` prints it, without the "-A PREROUTING" in front.
+        self.jump = ("-i %s -j %s" % (interface, chain)) if interface else "-j %s" % chain
 
-    def _iptables(self, *args):
-        return self.module.run_command([self.iptables, "-w", "5", *args])
+    def _run(self, *args):
+        return self.module.run_command([self.binary, "-w", "5", *args])
 
     def current(self):
         """The chain's rules now, or None when there is no such chain."""
-        rc, out, _err = self._iptables("-t", TABLE, "-S", self.chain)
+        rc, out, _err = self._run("-t", TABLE, "-S", self.chain)
         if rc != 0:
             return None
         return [line for line in out.splitlines() if line.startswith("-A ")]
 
+    def jumps(self):
+        """Every jump to the chain from HOOK, as `-S` prints them (without "-A HOOK ")."""
+        rc, out, _err = self._run("-t", TABLE, "-S", HOOK)
+        if rc != 0:
+            return []
+        prefix = "-A %s " % HOOK
+        return [line[len(prefix):] for line in out.splitlines()
+                if line.startswith(prefix) and line.endswith("-j %s" % self.chain)]
+
     def jumped(self):
-        rc, _out, _err = self._iptables("-t", TABLE, "-C", HOOK, "-j", self.chain)
-        return rc == 0
+        return self.jump in self.jumps()
 
     def apply(self, rules):
-        restore = self.module.get_bin_path("iptables-restore", required=True)
-        script = restore_script(self.chain, rules, add_jump=not self.jumped())
+        restore = self.module.get_bin_path(self.family + "-restore", required=True)
+        script = restore_script(self.chain, rules, jump=None if self.jumped() else self.jump)
         rc, _out, err = self.module.run_command([restore, "-w", "5", "--noflush"], data=script)
         if rc != 0:
-            self.module.fail_json(msg="iptables-restore refused the chain %s: %s" % (self.chain, err.strip()),
+            self.module.fail_json(msg="%s-restore refused the chain %s: %s" % (self.family, self.chain, err.strip()),
                                   rules=rules)
+        self._drop_jumps(keep=self.jump)
 
-    def remove(self):
-        while self.jumped():
-            rc, _out, err = self._iptables("-t", TABLE, "-D", HOOK, "-j", self.chain)
+    def _drop_jumps(self, keep=None):
+        for jump in self.jumps():
+            if jump == keep:
+                continue
+            rc, _out, err = self._run("-t", TABLE, "-D", HOOK, *jump.split())
             if rc != 0:
                 self.module.fail_json(msg="could not remove the jump to %s: %s" % (self.chain, err.strip()))
+
+    def remove(self):
+        self._drop_jumps()
         for op in ("-F", "-X"):
-            rc, _out, err = self._iptables("-t", TABLE, op, self.chain)
+            rc, _out, err = self._run("-t", TABLE, op, self.chain)
             if rc != 0:
                 self.module.fail_json(msg="could not remove the chain %s: %s" % (self.chain, err.strip()))
+
+    def stale_jumps(self):
+        return [jump for jump in self.jumps() if jump != self.jump]
+
+
+def ipv6_enabled(interface=None):
+    """Whether the kernel speaks IPv6 (on `interface`, when named)."""
+    if not os.path.exists("/proc/net/if_inet6"):
+        return False
+    if interface is None:
+        return True
+    try:
+        with open("/proc/sys/net/ipv6/conf/%s/disable_ipv6" % interface) as fh:
+            return fh.read().strip() != "1"
+    except OSError:
+        return True  # unknown: judge it as open
+
+
+def interface_of(module, address):
+    """The interface holding IPv4 `address`, from `ip -o -4 addr show`."""
+    ip = module.get_bin_path("ip", required=True)
+    rc, out, err = module.run_command([ip, "-o", "-4", "addr", "show"])
+    if rc != 0:
+        module.fail_json(msg="could not list the node's addresses: %s" % err.strip())
+    for line in out.splitlines():
+        fields = line.split()
+        if len(fields) >= 4 and fields[2] == "inet" and fields[3].split("/")[0] == address:
+            return fields[1].split("@")[0]
+    module.fail_json(msg="no interface of this node holds %s (node_address): its IPv6 cannot be judged" % address)
+    return None
+
+
+def _ipv6(module, params):
+    """(firewall for the IPv6 chain or None, its wanted rules or None to remove it, the interface judged)."""
+    chain = params["chain"]
+    if params["state"] != "present" or not params["ipv6_deny_unlisted"]:
+        binary = module.get_bin_path("ip6tables")
+        return (Firewall(module, chain, "ip6tables") if binary else None), None, ""
+    address = params.get("node_address")
+    if not address:
+        raise InvalidRule("ipv6_deny_unlisted needs node_address, the node's IPv4 address on the node network")
+    _network(address, "node_address")
+    wanted = chain_rules6(chain, params["ipv6_allow"])
+    interface = interface_of(module, address)
+    if not module.get_bin_path("ip6tables"):
+        if ipv6_enabled(interface):
+            module.fail_json(msg="IPv6 is on at %s but ip6tables is missing: the node would stay open to tenant "
+                                 "nodes over IPv6; install ip6tables, or turn IPv6 off there" % interface)
+        return None, [], interface
+    return Firewall(module, chain, "ip6tables", interface), wanted, interface
 
 
 def run(module):
     params = module.params
     try:
         wanted = chain_rules(params["chain"], params["allow"], params["deny"]) if params["state"] == "present" else []
+        firewall6, wanted6, interface = _ipv6(module, params)
     except InvalidRule as exc:
         module.fail_json(msg=str(exc))
     firewall = Firewall(module, params["chain"])
     before = firewall.current()
+    before6 = firewall6.current() if firewall6 else None
     if params["state"] == "absent":
         changed = before is not None or firewall.jumped()
         if changed and not module.check_mode:
@@ -220,8 +356,20 @@ def run(module):
         changed = before != wanted or not firewall.jumped()
         if changed and not module.check_mode:
             firewall.apply(wanted)
-    diff = {"before": "\n".join(before or []) + "\n", "after": "\n".join(wanted) + "\n"}
-    module.exit_json(changed=changed, rules=wanted, diff=diff)
+    if firewall6 is not None:
+        if wanted6 is None:
+            changed6 = before6 is not None or bool(firewall6.jumps())
+            if changed6 and not module.check_mode:
+                firewall6.remove()
+        else:
+            changed6 = before6 != wanted6 or not firewall6.jumped() or bool(firewall6.stale_jumps())
+            if changed6 and not module.check_mode:
+                firewall6.apply(wanted6)
+        changed = changed or changed6
+    rules6 = wanted6 or []
+    diff = {"before": "\n".join((before or []) + (before6 or [])) + "\n",
+            "after": "\n".join(wanted + rules6) + "\n"}
+    module.exit_json(changed=changed, rules=wanted, rules6=rules6, interface=interface, diff=diff)
 
 
 def main():
@@ -235,6 +383,9 @@ def main():
                 "destinations": {"type": "list", "elements": "str", "default": []},
             }},
             "deny": {"type": "list", "elements": "str", "default": []},
+            "ipv6_deny_unlisted": {"type": "bool", "default": False},
+            "ipv6_allow": {"type": "list", "elements": "str", "default": []},
+            "node_address": {"type": "str"},
         },
         supports_check_mode=True,
     )

@@ -48,6 +48,9 @@ EXAMPLES = r"""
     chain: KUBENEST-ISOLATION
     allow: "{{ item.value.allow }}"
     deny: "{{ item.value.deny }}"
+    ipv6_deny_unlisted: "{{ item.value.ipv6_deny_unlisted }}"
+    ipv6_allow: "{{ item.value.ipv6_allow }}"
+    node_address: "{{ item.value.node_address }}"
   loop: "{{ isolation.plan | dict2items }}"
   delegate_to: "{{ item.key }}"
 """
@@ -55,12 +58,14 @@ EXAMPLES = r"""
 RETURN = r"""
 plan:
   description: Node name -> C(address), C(side) (C(host) or the virtual cluster's C(namespace/name)), C(allow),
-    C(deny), and C(agentCertificates), the agent certificates the node's GlobalNode records (empty when none is),
-    which the run that applies the plan pins the node's agent to.
+    C(deny), C(ipv6_deny_unlisted), C(ipv6_allow), C(node_address) (the arguments of
+    M(kosmos.kubenest.node_firewall)), and C(agentCertificates), the agent certificates the node's GlobalNode
+    records (empty when none is), which the run that applies the plan pins the node's agent to.
   returned: success
   type: dict
   sample:
-    node-a: {address: 10.0.0.5, side: host, allow: [], deny: [], agentCertificates: []}
+    node-a: {address: 10.0.0.5, side: host, allow: [], deny: [], ipv6_deny_unlisted: false, ipv6_allow: [],
+             node_address: 10.0.0.5, agentCertificates: []}
 nodes:
   description: How many Nodes the host cluster has.
   returned: success

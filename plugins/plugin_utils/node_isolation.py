@@ -39,11 +39,36 @@ MAX_PORTS = 15  # node_firewall's limit per entry; more than that is not ours an
 MAX_ENDPOINTS = 8  # a Service's addresses, a few of each family at most; more is not ours and counts as none
 
 
-def _internal_ip(node: Mapping[str, Any]) -> str | None:
+def _internal_ips(node: Mapping[str, Any]) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    found = []
     for address in (node.get("status") or {}).get("addresses") or []:
         if address.get("type") == "InternalIP" and address.get("address"):
-            return str(address["address"])
-    return None
+            try:
+                found.append(ipaddress.ip_address(str(address["address"])))
+            except ValueError:
+                continue
+    return found
+
+
+def _internal_ip(node: Mapping[str, Any]) -> str | None:
+    """The node's IPv4 InternalIP: the node network the filters are written for (a dual-stack node lists both)."""
+    return next((str(ip) for ip in _internal_ips(node) if ip.version == 4), None)
+
+
+def _host_ipv6(host_nodes: Iterable[Mapping[str, Any]]) -> list[str]:
+    """What a dual-stack host cluster sends over IPv6 between its nodes: their IPv6 InternalIPs, and the IPv6 pod
+    networks they route (a network that is not one counts as none)."""
+    networks = set()
+    for node in host_nodes:
+        networks.update(ipaddress.ip_network(ip) for ip in _internal_ips(node) if ip.version == 6)
+        for cidr in (node.get("spec") or {}).get("podCIDRs") or []:
+            try:
+                network = ipaddress.ip_network(str(cidr), strict=True)
+            except ValueError:
+                continue
+            if network.version == 6:
+                networks.add(network)
+    return [str(n) for n in sorted(networks)]
 
 
 def recorded_ports(global_node: Mapping[str, Any]) -> list[int]:
@@ -97,9 +122,15 @@ def load_balancer_endpoints(service: Mapping[str, Any], port_names: Iterable[str
 def plan(host_nodes: Iterable[Mapping[str, Any]], global_nodes: Iterable[Mapping[str, Any]]
          ) -> dict[str, dict[str, Any]]:
     """Node name -> {address, side ('host' or namespace/name of its virtual cluster), allow, deny,
-    agentCertificates}: the node_firewall arguments of every node the host knows of, in name order, and the agent
-    certificates its GlobalNode records (the run that applies them pins the node's agent to those)."""
-    global_nodes = list(global_nodes)
+    ipv6_deny_unlisted, ipv6_allow, node_address, agentCertificates}: the node_firewall arguments of every node the
+    host knows of, in name order, and the agent certificates its GlobalNode records (the run that applies them pins
+    the node's agent to those).
+
+    IPv6 is closed rather than listed wherever a node has someone to keep off (a root process on a tenant's node can
+    take any IPv6 address on the link): only the host's own IPv6 addresses and pod networks reach its nodes, and
+    nothing reaches a tenant's node over IPv6 from the node network."""
+    global_nodes, host_nodes = list(global_nodes), list(host_nodes)
+    host_ipv6 = _host_ipv6(host_nodes)
     pins = {str((gnode.get("metadata") or {}).get("name") or ""): agent_pins_of(gnode) for gnode in global_nodes}
     in_host = {}
     for node in host_nodes:
@@ -143,5 +174,8 @@ def plan(host_nodes: Iterable[Mapping[str, Any]], global_nodes: Iterable[Mapping
         for name, address in members.items():
             result[name] = {"address": address, "side": owner, "allow": [], "deny": others}
     for name, entry in result.items():
+        entry["ipv6_deny_unlisted"] = bool(entry["deny"])
+        entry["ipv6_allow"] = host_ipv6 if entry["side"] == "host" and entry["deny"] else []
+        entry["node_address"] = entry["address"]
         entry["agentCertificates"] = pins.get(name, [])
     return dict(sorted(result.items()))

@@ -223,6 +223,20 @@ def test_seed_cr_promotes_a_worker_that_serves_the_tenant(promoting):
     assert "/etc/kubernetes/kube-proxy.conf" not in present
     assert f"kubenest-vc-ca-{NS}-seed" in kubelet_cert_issuer(sb, "kn-w1")
 
+    # What the run did on the node is on record off the node: the agent's audit lines, taken by the run's
+    # connection helper (on connecting, and when it idles out after the run), are in the operator's log.
+    proc, deadline = OPERATOR["proc"], time.monotonic() + 150
+    while not [e for e in _agent_audit(proc) if e["node"] == "kn-w1" and e["event"] == "exec"]:
+        assert time.monotonic() < deadline, "no agent audit line of kn-w1 in the operator's log"
+        time.sleep(5)
+    seqs = [(e["boot"], e["seq"]) for e in _agent_audit(proc) if e["node"] == "kn-w1" and "seq" in e]
+    assert len(seqs) == len(set(seqs))  # each line once
+
+
+def _agent_audit(proc) -> list[dict]:
+    log = (proc.log_dir / f"operator-{proc.starts}.log").read_text(errors="replace")
+    return [json.loads(line[line.index("{"):]) for line in log.splitlines() if "kubenest.agent-audit" in line]
+
 
 def _wait_vc(api, name, check, timeout, what):
     deadline = time.monotonic() + timeout

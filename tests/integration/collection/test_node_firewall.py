@@ -38,6 +38,10 @@ while True:
         conn, _ = key.fileobj.accept(); conn.close()
 """
 
+# The same on IPv6 only (beside the IPv4 listeners on the same ports).
+LISTEN6 = (LISTEN.replace("socket.socket()", "socket.socket(socket.AF_INET6)").replace('"0.0.0.0"', '"::"')
+           .replace("s.bind(", "s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1); s.bind("))
+
 
 class Done(Exception):
     def __init__(self, result):
@@ -50,7 +54,8 @@ class NamespacedModule:
 
     def __init__(self, netns, check_mode=False, **params):
         self.netns, self.check_mode = netns, check_mode
-        self.params = {"state": "present", "chain": CHAIN, "allow": [], "deny": [], **params}
+        self.params = {"state": "present", "chain": CHAIN, "allow": [], "deny": [], "ipv6_deny_unlisted": False,
+                       "ipv6_allow": [], "node_address": None, **params}
 
     def get_bin_path(self, name, required=False):
         return shutil.which(name)
@@ -196,3 +201,79 @@ def test_a_tenant_node_reaches_its_load_balancers_address_at_its_port_and_nothin
     # Without the pair (the rules before load balancers were known), the tenant node is kept off its API server.
     _module(node, allow=allow[:1], deny=deny)
     assert not _connects(t1, VIP, VIP_PORT)
+
+
+def _connects_from(netns, address, port, source=None) -> bool:
+    bind = f", source_address=({source!r}, 0)" if source else ""
+    probe = f"import socket; socket.create_connection(({address!r}, {port}), 1{bind}).close()"
+    return _ns(netns, sys.executable, "-c", probe, check=False).returncode == 0
+
+
+@pytest.mark.skipif(shutil.which("ip6tables") is None, reason="needs ip6tables")
+def test_a_tenant_node_gets_nothing_in_over_ipv6_even_from_an_address_it_gave_itself(wired):
+    """The attacker is root on the first tenant node: it can put any IPv6 address on the link, a link-local one
+    at the least, which no IPv4 rule names."""
+    node, t1 = wired["node"], wired["t1"]
+    link, peer = _holder(node, "10.77.1.1"), _holder(t1, "10.77.1.2")
+    for netns, dev, addresses in ((node, link, ["fe80::1/64", "fd77:1::1/64"]),
+                                  (t1, peer, ["fe80::2/64", "fd77:1::2/64"])):
+        _ns(netns, "sysctl", "-qw", f"net.ipv6.conf.{dev}.disable_ipv6=0")
+        for address in addresses:
+            _ns(netns, "ip", "-6", "addr", "add", address, "dev", dev, "nodad")
+    # The listed one, deprecated so that only a connection bound to it takes it as its source.
+    _ns(t1, "ip", "-6", "addr", "add", "fd77:1::3/64", "dev", peer, "nodad", "preferred_lft", "0")
+    _ns(node, "ip", "-6", "addr", "add", "::1/128", "dev", "lo", check=False)
+    listeners = [subprocess.Popen(["ip", "netns", "exec", netns, sys.executable, "-c", LISTEN6, str(port)])
+                 for netns, port in ((node, OTHER), (t1, 9000))]
+    try:
+        _judge_ipv6(node, t1, link, peer)
+    finally:
+        for proc in listeners:
+            proc.kill()
+            proc.wait(10)
+
+
+def _holder(netns, address):
+    for line in _ns(netns, "ip", "-o", "-4", "addr", "show").stdout.splitlines():
+        if f" {address}/" in line:
+            return line.split()[1].split("@")[0]
+    raise AssertionError(f"no interface holds {address} in {netns}")
+
+
+def _judge_ipv6(node, t1, link, peer):
+    deadline = time.monotonic() + 10
+    while not _connects_from(t1, f"fe80::1%{peer}", OTHER) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _connects_from(t1, f"fe80::1%{peer}", OTHER)  # open before: the IPv4 rules never see this
+    assert _connects_from(t1, "fd77:1::1", OTHER)
+
+    params = {"deny": ["10.77.1.2"], "ipv6_deny_unlisted": True, "node_address": "10.77.1.1",
+              "ipv6_allow": ["fd77:1::3"]}
+    applied = _module(node, **params)
+    assert applied["changed"] and applied["interface"] == link
+    listed = _ns(node, "ip6tables", "-t", "mangle", "-S", CHAIN).stdout.splitlines()
+    assert [line for line in listed if line.startswith("-A")] == applied["rules6"]
+    assert f"-A PREROUTING -i {link} -j {CHAIN}" in _ns(node, "ip6tables", "-t", "mangle", "-S", "PREROUTING").stdout
+    assert _module(node, **params)["changed"] is False  # reads back as written
+
+    assert not _connects_from(t1, f"fe80::1%{peer}", OTHER)  # link-local
+    assert not _connects_from(t1, "fd77:1::1", OTHER)
+    assert not _connects_from(t1, "fd77:1::1", OTHER, source="fd77:1::2")
+    assert _connects_from(t1, "fd77:1::1", OTHER, source="fd77:1::3")  # listed (say, a dual-stack host node)
+    assert _connects_from(node, "fd77:1::2", 9000)  # what the node opens itself gets its answers
+    assert _connects_from(node, "::1", OTHER)  # loopback is not judged
+    assert not _connects_from(t1, "10.77.1.1", OTHER)  # and IPv4 as before
+
+    # Without a node_address the IPv6 part cannot be placed: refused, nothing changed.
+    with pytest.raises(AssertionError, match="needs node_address"):
+        _module(node, deny=["10.77.1.2"], ipv6_deny_unlisted=True)
+    with pytest.raises(AssertionError, match="no interface of this node holds 10.77.9.1"):
+        _module(node, deny=["10.77.1.2"], ipv6_deny_unlisted=True, node_address="10.77.9.1")
+    assert not _connects_from(t1, "fd77:1::1", OTHER)
+
+    # No tenant node any more: the IPv6 chain goes with the IPv4 one.
+    assert _module(node, deny=[])["changed"]
+    assert _ns(node, "ip6tables", "-t", "mangle", "-S", CHAIN, check=False).returncode != 0
+    assert _connects_from(t1, "fd77:1::1", OTHER)
+    assert _module(node, state="absent")["changed"]
+    assert _module(node, state="absent")["changed"] is False

@@ -40,11 +40,28 @@ def test_host_nodes_let_each_tenant_reach_only_its_own_api_server_and_tenants_dr
     assert list(result) == ["kn-cp1", "kn-w1", "kn-w2", "kn-w3"]
     host = {"allow": [{"sources": [W1], "tcp_ports": [31001, 31002]}, {"sources": [W2], "tcp_ports": [31003, 31004]}],
             "deny": [W1, W2]}
-    none = {"agentCertificates": []}
-    assert result["kn-cp1"] == {"address": CP, "side": "host", **host, **none}
-    assert result["kn-w3"] == {"address": W3, "side": "host", **host, **none}
-    assert result["kn-w1"] == {"address": W1, "side": "t/a", "allow": [], "deny": [W2], **none}
-    assert result["kn-w2"] == {"address": W2, "side": "t/b", "allow": [], "deny": [W1], **none}
+    none = {"agentCertificates": [], "ipv6_deny_unlisted": True, "ipv6_allow": []}
+    assert result["kn-cp1"] == {"address": CP, "side": "host", **host, **none, "node_address": CP}
+    assert result["kn-w3"] == {"address": W3, "side": "host", **host, **none, "node_address": W3}
+    assert result["kn-w1"] == {"address": W1, "side": "t/a", "allow": [], "deny": [W2], **none, "node_address": W1}
+    assert result["kn-w2"] == {"address": W2, "side": "t/b", "allow": [], "deny": [W1], **none, "node_address": W2}
+
+
+def test_ipv6_is_closed_where_a_node_has_someone_to_keep_off_but_for_the_hosts_own():
+    cp = _node("kn-cp1", CP)
+    # A dual-stack host node: its IPv6 InternalIP and pod network stay reachable between host nodes; the IPv4
+    # address is the one the filters are written for, whichever the node lists first.
+    cp["status"]["addresses"].insert(0, {"type": "InternalIP", "address": "fd00:18::10"})
+    cp["spec"] = {"podCIDRs": ["10.244.0.0/24", "fd00:244::/64", "fd00:245::1/64"]}  # the last is no network
+    result = plan([cp, _node("kn-w3", W3)], [_gnode("kn-w1", W1, "occupied", "t/a"), _gnode("kn-w3", W3)])
+    assert result["kn-cp1"]["address"] == CP and result["kn-cp1"]["node_address"] == CP
+    assert result["kn-cp1"]["ipv6_deny_unlisted"] is True
+    assert result["kn-cp1"]["ipv6_allow"] == ["fd00:18::10/128", "fd00:244::/64"]
+    assert result["kn-w1"]["ipv6_deny_unlisted"] is False and result["kn-w1"]["ipv6_allow"] == []  # alone
+
+    # No tenant node at all: nothing to keep off, IPv6 left as it is.
+    quiet = plan([cp], [_gnode("kn-w1", W1)])
+    assert quiet["kn-cp1"]["ipv6_deny_unlisted"] is False and quiet["kn-cp1"]["ipv6_allow"] == []
 
 
 def test_each_node_is_planned_with_the_agent_certificates_its_own_globalnode_records():
@@ -172,7 +189,7 @@ def test_rules_read_as_iptables_prints_them():
         f"-A KUBENEST-ISOLATION -s {W1}/32 -j DROP",
         f"-A KUBENEST-ISOLATION -s {W2}/32 -j DROP",
     ]
-    script = restore_script("KUBENEST-ISOLATION", rules, add_jump=True)
+    script = restore_script("KUBENEST-ISOLATION", rules, jump="-j KUBENEST-ISOLATION")
     assert script.startswith("*mangle\n:KUBENEST-ISOLATION - [0:0]\n")
     assert script.endswith("-I PREROUTING 1 -j KUBENEST-ISOLATION\nCOMMIT\n")
 
