@@ -222,6 +222,7 @@ def test_seed_cr_promotes_a_worker_that_serves_the_tenant(promoting):
     present = on_node(sb, "kn-w1", "ls " + " ".join(CREDENTIAL_FILES) + " 2>/dev/null")
     assert "/etc/kubernetes/kube-proxy.conf" not in present
     assert f"kubenest-vc-ca-{NS}-seed" in kubelet_cert_issuer(sb, "kn-w1")
+    _ipv6_kept_out(sb, "kn-w1", cp.name)
 
     # What the run did on the node is on record off the node: the agent's audit lines, taken by the run's
     # connection helper (on connecting, and when it idles out after the run), are in the operator's log.
@@ -742,6 +743,30 @@ def _node_connects(sb, node: str, address: str, port: int) -> bool:
     return on_node(sb, node, f"python3 -c \"{probe}\" 2>/dev/null && echo open || echo closed").strip() == "open"
 
 
+def _ipv6_kept_out(sb, tenant_node: str, host_node: str) -> None:
+    """Root on a tenant's node turns IPv6 on and gives itself a link-local address, which no IPv4 rule names, to
+    reach a host node whose IPv6 is on (as on most machines; the sandbox's have it off) and where something
+    listens on every IPv6 address. The host node's IPv6 chain keeps it out."""
+    port = 18443
+    listener = (f"import socket; s = socket.socket(socket.AF_INET6); s.bind(('::', {port})); s.listen(4); "
+                "s.settimeout(60); [s.accept()[0].close() for _ in range(4)]")
+    turn_on = "sysctl -qw net.ipv6.conf.host0.disable_ipv6=0 && ip -6 addr replace {} dev host0 nodad"
+    try:
+        on_node(sb, host_node, turn_on.format("fe80::1:11/64"))
+        on_node(sb, tenant_node, turn_on.format("fe80::1:12/64"))
+        on_node(sb, host_node, f"setsid -f timeout 90 python3 -c \"{listener}\" >/dev/null 2>&1; sleep 1")
+        chain = on_node(sb, host_node, "ip6tables -t mangle -S KUBENEST-ISOLATION; ip6tables -t mangle -S PREROUTING")
+        assert "-A KUBENEST-ISOLATION -j DROP" in chain, chain
+        assert "-A PREROUTING -i host0 -j KUBENEST-ISOLATION" in chain, chain
+        assert _node_connects(sb, host_node, "fe80::1:11%host0", port)  # it listens (the node's own traffic)
+        assert not _node_connects(sb, tenant_node, "fe80::1:11%host0", port), f"root on {tenant_node} reached " \
+            f"{host_node} over IPv6"
+    finally:
+        for node, address in ((host_node, "fe80::1:11/64"), (tenant_node, "fe80::1:12/64")):
+            on_node(sb, node, f"ip -6 addr del {address} dev host0; sysctl -qw net.ipv6.conf.host0.disable_ipv6=1; "
+                    "true")
+
+
 def _isolation_chain(sb, node: str) -> list[str]:
     return [line for line in on_node(sb, node, "iptables -t mangle -S KUBENEST-ISOLATION 2>/dev/null").splitlines()
             if line.startswith("-A")]
@@ -769,6 +794,7 @@ def _tenant_nodes_kept_apart(sb, api, vc_a: dict, node_a: str, vc_b: dict, node_
     reached = [what for what, (address, port) in closed.items() if _node_connects(sb, node_a, address, port)]
     assert reached == [], f"root on {node_a} reached {reached}"
     assert not _node_connects(sb, node_b, ip[node_a], 10250)
+    _ipv6_kept_out(sb, node_a, host_kubelet)
 
     # VXLAN: datagrams from the other tenant's node to this one's tunnel port meet the DROP rule.
     def drops() -> int:
