@@ -135,7 +135,7 @@ class Session:
         if self.cert is None:
             raise ProtocolError("internal", "the connection's client certificate cannot be read", op_id)
         changed, mark = self.agent.superseded.supersede(self.cert, before)
-        closed = await self.agent.close_superseded() if changed else 0
+        closed = self.agent.close_superseded() if changed else 0
         await self.send({"op": "result", "id": op_id, "ok": True, "changed": changed, "before": mark})
         audit.record("supersede", peer=self.peer, addr=self.addr, id=op_id, changed=changed, before=mark,
                      closed=closed or None)
@@ -232,13 +232,17 @@ class Agent:
         audit.record("reload", ok=True)
         return True
 
-    async def close_superseded(self) -> int:
-        """Close the connections made with a certificate that is now superseded (what they run is cancelled)."""
+    def close_superseded(self) -> int:
+        """Close the connections made with a certificate that is now superseded (what they run is cancelled).
+        In the background: a peer that never answers the close must not hold up whoever superseded it."""
         stale = [s for s in self.sessions if self.superseded.refuses(s.cert)]
         for session in stale:
-            audit.record("closed", peer=session.peer, addr=session.addr, reason="client certificate superseded")
-            await session.ws.close(1008, "client certificate superseded")
+            self._close_superseded(session)
         return len(stale)
+
+    def _close_superseded(self, session: Session) -> None:
+        audit.record("closed", peer=session.peer, addr=session.addr, reason="client certificate superseded")
+        self.track(asyncio.get_running_loop().create_task(session.ws.close(1008, "client certificate superseded")))
 
     def health(self, op_id) -> dict:
         return {"op": "result", "id": op_id, "ok": True, "node": self.node, "version": __version__,
@@ -271,6 +275,8 @@ class Agent:
         started = time.monotonic()
         session = Session(ws, self, who, addr, ClientCertificate.of(ws.transport.get_extra_info("ssl_object"), who))
         self.sessions.add(session)
+        if self.superseded.refuses(session.cert):  # superseded while this one was still in its handshake
+            self._close_superseded(session)
         try:
             await session.run()
         finally:

@@ -69,15 +69,15 @@ class SupersededClients:
         current = self.before.get(cert.name, 0)
         if wanted <= current:
             return False, current
+        self._save(dict(self.before, **{cert.name: wanted}))  # on disk first: a failed write changes nothing
         self.before[cert.name] = wanted
-        self._save()
         return True, wanted
 
-    def _save(self) -> None:
+    def _save(self, marks: dict[str, int]) -> None:
         tmp = self.path.with_name(self.path.name + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as fh:
-            json.dump({"issued_before": self.before}, fh, sort_keys=True)
+            json.dump({"issued_before": marks}, fh, sort_keys=True)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, self.path)

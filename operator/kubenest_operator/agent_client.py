@@ -8,14 +8,17 @@ gives runs that pair instead. Without the CA it says, at every run, that the cer
 
 Runs with a re-issued pair also ask every agent they reach to refuse its predecessor (the configured pair, or the
 re-issue before) and everything for the name issued earlier, so a copy of an old key stops working node by node
-as runs reach them. Another replica's re-issue is never older than the predecessor named, so replicas that
-took over from each other do not lock each other out.
+as runs reach them. Not at once: runs that started with the predecessor may still be going (an agent would cut
+them off halfway through a promotion), so only once a run's whole timeout has passed since the re-issue. The
+predecessor is inside its renewal window by then, never past its end. Another replica's re-issue is never older
+than the predecessor named, so replicas that took over from each other do not lock each other out.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +48,9 @@ class AgentClientIdentity:
     """Re-issued pairs live in `directory` (private to the operator, next to the runs directory so that no
     run artifact ever holds the key), the newest one in client.crt/.key."""
 
-    def __init__(self, directory: Path):
+    def __init__(self, directory: Path, retire_after: float = 3600.0):
         self.directory = directory
+        self.retire_after = retire_after  # seconds after a re-issue before runs retire its predecessor
 
     def _private(self) -> bool:
         """The directory is ours alone: nobody else could have put a pair there."""
@@ -67,9 +71,10 @@ class AgentClientIdentity:
         except (OSError, ValueError):
             return None
         # Only a re-issue of the configured identity counts, and only while it is the newer one: a new pair
-        # installed by hand replaces it.
+        # installed by hand replaces it. Newer by issue time (notBefore), as the agents judge it when a re-issue
+        # supersedes its predecessor: a pair made before the re-issue would be refused by them.
         same = current.subject == configured.subject and current.issuer == configured.issuer
-        newer = pki.certificate_not_after(current) > pki.certificate_not_after(configured)
+        newer = pki.certificate_not_before(current) > pki.certificate_not_before(configured)
         if not (same and newer):
             return None
         try:
@@ -90,7 +95,7 @@ class AgentClientIdentity:
             return site_vars
         renewed = self._renewed(configured, site_vars.get(CA_FILE_VAR))
         current = _load(renewed[0]) if renewed else configured
-        chosen = dict(site_vars, **(self._use(renewed, cert_file) if renewed else {}))
+        chosen = dict(site_vars, **(self._use(renewed) if renewed else {}))
         remaining = pki.renewal_due(current, renew_before_days(site_vars))
         if remaining is None:
             return chosen
@@ -126,13 +131,18 @@ class AgentClientIdentity:
         _write(cert, pki.certificate_pem(pair.cert))
         logger.info(f"re-issued the agent client certificate (it expired in {remaining}); "
                     f"the new one ends {pki.certificate_not_after(pair.cert).isoformat()}")
-        return dict(site_vars, **self._use((cert, key), cert_file))
+        return dict(site_vars, **self._use((cert, key)))
 
-    def _use(self, pair: tuple[Path, Path], configured_file: str) -> dict[str, str]:
-        """Run variables for a re-issued pair: the pair, and the certificate it supersedes."""
+    def _use(self, pair: tuple[Path, Path]) -> dict[str, str]:
+        """Run variables for a re-issued pair: the pair, and, once no run can still be using it, the certificate
+        it replaced (kept as previous.crt when it was issued)."""
+        chosen = {CERT_VAR: str(pair[0]), KEY_VAR: str(pair[1])}
         previous = self.directory / "previous.crt"
         try:
-            superseded = str(previous) if _load(previous).subject == _load(pair[0]).subject else configured_file
+            replaced_at = previous.stat().st_mtime
+            same = _load(previous).subject == _load(pair[0]).subject
         except (OSError, ValueError):
-            superseded = configured_file
-        return {CERT_VAR: str(pair[0]), KEY_VAR: str(pair[1]), SUPERSEDED_VAR: superseded}
+            return chosen  # nothing is known of what it replaced: nothing is retired
+        if same and time.time() - replaced_at >= self.retire_after:
+            chosen[SUPERSEDED_VAR] = str(previous)
+        return chosen

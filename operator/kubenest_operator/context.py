@@ -39,7 +39,9 @@ class Context:
                                 collections_path=collections_path(), max_parallel=config.max_parallel,
                                 timeout=config.run_timeout,
                                 module_cache_dir=config.runs_dir.with_name(config.runs_dir.name + "-modules"))
-        identity = AgentClientIdentity(config.runs_dir.with_name(config.runs_dir.name + "-agent-client"))
+        # A re-issue's predecessor is retired once every run that may have started with it has ended.
+        identity = AgentClientIdentity(config.runs_dir.with_name(config.runs_dir.name + "-agent-client"),
+                                       retire_after=float(config.run_timeout or 86400))
         audit = AgentAudit(config.runs_dir.with_name(config.runs_dir.name + "-agent-audit"))
         return cls(config, configuration, Api(configuration), runner,
                    RunSlots(config.max_parallel, config.max_parallel_per_namespace), ObjectLocks(), identity, audit,

@@ -330,6 +330,8 @@ def _ipv6(module, params):
     _network(address, "node_address")
     wanted = chain_rules6(chain, params["ipv6_allow"])
     interface = interface_of(module, address)
+    if not ipv6_enabled():
+        return None, [], interface  # a kernel without IPv6 takes none, and ip6tables would fail on it
     if not module.get_bin_path("ip6tables"):
         if ipv6_enabled(interface):
             module.fail_json(msg="IPv6 is on at %s but ip6tables is missing: the node would stay open to tenant "

@@ -75,10 +75,12 @@ class AuditRecord:
                     entry = {"event": "unreadable", "line": raw.decode(errors="replace")}
                 elif taken_since is not None and isinstance(entry.get("seq"), int) and entry["seq"] <= taken_since:
                     continue
-                entries.append({**entry, "boot": boot})
+                entries.append(entry)
             if entries:
-                data = "".join(json.dumps({"node": self.node, **e}, separators=(",", ":"), ensure_ascii=False) + "\n"
-                               for e in entries).encode()
+                # Our node name and the start we asked about, never what a line says of itself: an agent replaced
+                # by a tenant's root could otherwise write lines for other nodes.
+                data = "".join(json.dumps({**e, "node": self.node, "boot": boot}, separators=(",", ":"),
+                                          ensure_ascii=False) + "\n" for e in entries).encode()
                 fd = os.open(self.lines_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
                 try:
                     os.write(fd, data)

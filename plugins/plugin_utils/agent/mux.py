@@ -102,17 +102,21 @@ class Mux:
         """Before any task runs: the agent refuses, from now on, the certificate in `cert_file` and every other
         one for our name issued no later than it. An agent too old to know the operation says so; the run goes
         on, and the log tells."""
-        from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.tls import issued_after
+        from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.tls import issued_after, same_subject
 
         try:
             before = issued_after(cert_file)
+            ours = same_subject(cert_file, self.args.cert)
         except (OSError, ValueError) as exc:
             await self.ws.close()
             self.ws = None
             raise AgentUnreachable(f"the superseded client certificate {cert_file}: {exc}") from None
+        if not ours:
+            log.warning("not superseding %s: it is not a certificate for our own name and issuer", cert_file)
+            return
         await self.ws.send(encode({"op": "supersede", "id": "mux-supersede", "before": before}))
         try:
-            header, _payload = decode(await asyncio.wait_for(self.ws.recv(), self.args.connect_timeout))
+            header, _payload = await self._answer("mux-supersede")
         except Exception as exc:
             await self.ws.close()
             self.ws = None
@@ -137,8 +141,8 @@ class Mux:
             for _round in range(64):  # 64 MiB at most per connection; the rest waits for the next one
                 asked = record.cursor()
                 await self.ws.send(encode({"op": "audit", "id": "mux-audit", "boot": asked[0], "after": asked[1]}))
-                header, payload = decode(await asyncio.wait_for(self.ws.recv(), self.args.connect_timeout))
-                if header.get("op") != "result":
+                header, payload = await self._answer("mux-audit")
+                if header.get("op") != "result" or not isinstance(header.get("boot"), str):
                     log.warning("the agent at %s keeps its audit lines to itself: %s", self.args.uri,
                                 header.get("message") or header)
                     return
@@ -148,6 +152,15 @@ class Mux:
         except Exception as exc:
             log.warning("could not take the audit lines of the agent at %s: %s", self.args.uri,
                         exc or type(exc).__name__)
+
+    async def _answer(self, op_id: str):
+        """The agent's answer to our own request `op_id`, read while nothing else reads the websocket; frames of
+        workers' operations that were still running (on the way out) are passed over."""
+        deadline = time.monotonic() + self.args.connect_timeout
+        while True:
+            header, payload = decode(await asyncio.wait_for(self.ws.recv(), max(deadline - time.monotonic(), 0.01)))
+            if header.get("id") == op_id:
+                return header, payload
 
     async def ensure_connected(self) -> None:
         from websockets.protocol import State

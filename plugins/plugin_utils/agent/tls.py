@@ -50,13 +50,23 @@ def pin_mismatch(ssl_object, pins: tuple[str, ...], where: str) -> str | None:
             f"(sha256:{', sha256:'.join(pins)}); it may be an old certificate of that node or another machine")
 
 
-def issued_after(cert_file: str) -> int:
-    """The first second after the notBefore of the PEM certificate in `cert_file`: what an agent is asked to
-    refuse everything issued before, to retire that certificate and its elders."""
+def _load_pem(cert_file: str):
     from cryptography import x509
 
     with open(cert_file, "rb") as fh:
-        cert = x509.load_pem_x509_certificate(fh.read())
+        return x509.load_pem_x509_certificate(fh.read())
+
+
+def same_subject(cert_file: str, other_file: str) -> bool:
+    """Whether two PEM certificates name the same subject and issuer (one identity, two issues)."""
+    one, other = _load_pem(cert_file), _load_pem(other_file)
+    return one.subject == other.subject and one.issuer == other.issuer
+
+
+def issued_after(cert_file: str) -> int:
+    """The first second after the notBefore of the PEM certificate in `cert_file`: what an agent is asked to
+    refuse everything issued before, to retire that certificate and its elders."""
+    cert = _load_pem(cert_file)
     not_before = getattr(cert, "not_valid_before_utc", None) or cert.not_valid_before.replace(
         tzinfo=datetime.timezone.utc)
     return int(not_before.timestamp()) + 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
 
@@ -43,18 +44,26 @@ def test_a_due_client_certificate_is_reissued_and_the_agent_accepts_the_new_one(
     assert (tmp_path / "agent-client" / "client.key").stat().st_mode & 0o777 == 0o600
     with fresh_agent.client(cert_file=chosen[CERT_VAR], key_file=chosen[KEY_VAR]) as client:
         assert client.health()["ok"]
-        # Runs with the re-issue retire the configured pair on each agent they reach (the connection plugin asks
-        # before the first task; see test_superseded_clients for a play doing it).
-        assert Path(chosen[SUPERSEDED_VAR]).read_bytes() == Path(site[CERT_VAR]).read_bytes()
-        assert client.supersede(issued_after(chosen[SUPERSEDED_VAR]))["changed"] is True
-    with pytest.raises(AgentError, match="superseded"), fresh_agent.client(
-            cert_file=site[CERT_VAR], key_file=site[KEY_VAR]) as client:
-        client.health()
+    # Runs that started with the configured pair may still be going: nothing is retired yet.
+    assert SUPERSEDED_VAR not in chosen
 
     # The next run takes the same re-issued pair; nothing new is issued while it is fresh.
     before = (tmp_path / "agent-client" / "client.crt").read_bytes()
     assert identity.site_vars(site, logger) == chosen
     assert (tmp_path / "agent-client" / "client.crt").read_bytes() == before
+
+    # A run's timeout (an hour here) after the re-issue, runs retire the configured pair on each agent they reach
+    # (the connection plugin asks before the first task; see test_superseded_clients for a play doing it).
+    previous = tmp_path / "agent-client" / "previous.crt"
+    os.utime(previous, (time.time() - 3601, time.time() - 3601))
+    later = identity.site_vars(site, logger)
+    assert later == {**chosen, SUPERSEDED_VAR: str(previous)}
+    assert previous.read_bytes() == Path(site[CERT_VAR]).read_bytes()
+    with fresh_agent.client(cert_file=later[CERT_VAR], key_file=later[KEY_VAR]) as client:
+        assert client.supersede(issued_after(later[SUPERSEDED_VAR]))["changed"] is True
+    with pytest.raises(AgentError, match="superseded"), fresh_agent.client(
+            cert_file=site[CERT_VAR], key_file=site[KEY_VAR]) as client:
+        client.health()
 
     # Without the agents' CA nothing can be issued: the configured pair is kept and the log says why.
     with caplog.at_level(logging.WARNING):
@@ -82,9 +91,9 @@ def test_a_second_reissue_retires_the_first(fresh_agent, tmp_path):
     site = {CERT_VAR: str(fresh_agent.pki / "short.crt"), KEY_VAR: str(fresh_agent.pki / "short.key"),
             "kubenest_agent_ca_path": str(fresh_agent.pki / "ca")}
     directory = tmp_path / "agent-client"
-    identity = AgentClientIdentity(directory)
+    identity = AgentClientIdentity(directory, retire_after=0)
     time.sleep(1.1)
-    first = identity.site_vars(site, logging.getLogger("test"))
+    first = identity.site_vars(site, logging.getLogger("test"))  # runs retire at once here (retire_after=0)
     assert Path(first[SUPERSEDED_VAR]).read_bytes() == Path(site[CERT_VAR]).read_bytes()
     # The re-issue comes due in its turn (here: replaced by a short-lived one, younger than the configured pair).
     time.sleep(1.1)

@@ -128,3 +128,24 @@ def test_a_play_with_the_successor_retires_the_predecessor_on_the_node(fresh_age
         shutdown_muxes(control)
     assert result.rc != 0 and result.host_stats()["unreachable"] == 1
     assert REFUSED in result.task("ping")["msg"]
+
+
+def test_a_play_does_not_supersede_with_a_certificate_of_another_name(fresh_agent, old_and_new, tmp_path):
+    old, new = old_and_new
+    ca = pki.CertAndKey(pki.load_certificate_pem((fresh_agent.pki / "ca.crt").read_bytes()),
+                        pki.load_private_key_pem((fresh_agent.pki / "ca.key").read_bytes()))
+    (tmp_path / "other.crt").write_bytes(pki.certificate_pem(pki.issue_certificate(ca, "someone-else", client=True,
+                                                                                   validity_days=1).cert))
+    control = tmp_path / "control"
+    inventory = write_inventory(tmp_path / "inventory.yml", fresh_agent, kubenest_agent_cert_file=new["cert_file"],
+                                kubenest_agent_key_file=new["key_file"],
+                                kubenest_agent_superseded_cert_file=str(tmp_path / "other.crt"))
+    try:
+        result = run_playbook(write_play(tmp_path / "play.yml", [{"name": "ping", "ansible.builtin.ping": {}}]),
+                              inventory, control)
+        assert result.rc == 0, result.stderr
+    finally:
+        shutdown_muxes(control)
+    assert not [e for e in fresh_agent.audit_events() if e["event"] == "supersede"]
+    with fresh_agent.client(**old) as client:
+        assert client.health()["ok"]

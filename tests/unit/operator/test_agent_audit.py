@@ -58,3 +58,12 @@ def test_a_node_name_cannot_leave_the_directory(tmp_path):
     record = AuditRecord(tmp_path / "audit", "../../etc/passwd")
     record.append((None, 0), *_answer("b1", 1, 1))
     assert [p.name for p in (tmp_path / "audit").glob("*.jsonl")] == [".._.._etc_passwd.jsonl"]
+
+
+def test_a_line_cannot_claim_another_node_or_start(tmp_path):
+    """An agent replaced by a tenant's root writes what it likes; the record names the node the helper dialled."""
+    record = AuditRecord(tmp_path, "kn-w1")
+    forged = json.dumps({"event": "exec", "seq": 1, "node": "kn-cp1", "boot": "forged"}) + "\n"
+    record.append((None, 0), {"boot": "b1", "first": 1, "count": 1, "last": 1}, forged.encode())
+    [line] = [json.loads(raw) for raw in (tmp_path / "kn-w1.jsonl").read_text().splitlines()]
+    assert (line["node"], line["boot"]) == ("kn-w1", "b1")
