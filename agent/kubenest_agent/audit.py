@@ -53,4 +53,3 @@ def since(boot: str | None, after: int, max_bytes: int) -> tuple[dict, bytes]:
               "missed": max(0, first - start - 1) if same_boot else first - 1,
               "restarted": boot is not None and not same_boot}
     return header, b"".join(data for _seq, data in lines)
-

@@ -126,7 +126,6 @@ class Session:
             self.forget(handler)
             raise
 
-
     async def _supersede(self, op_id, before) -> None:
         """Certificates for this connection's name issued before `before` (at most this connection's own) are
         refused from now on, here and after a restart; connections already made with them are closed."""
@@ -139,7 +138,6 @@ class Session:
         await self.send({"op": "result", "id": op_id, "ok": True, "changed": changed, "before": mark})
         audit.record("supersede", peer=self.peer, addr=self.addr, id=op_id, changed=changed, before=mark,
                      closed=closed or None)
-
 
     async def _audit(self, op_id, header: dict) -> None:
         """The audit lines after the caller's cursor, for it to keep off the node. Not itself audited: a

@@ -11,8 +11,8 @@ from kubenest_operator.agent_audit import AUDIT_DIR_VAR, AgentAudit
 
 
 def _answer(boot: str, first_seq: int, count: int, **described) -> tuple[dict, bytes]:
-    lines = [json.dumps({"ts": 1.0, "event": "exec", "seq": n, "cmd": "true"}) for n in range(first_seq,
-                                                                                               first_seq + count)]
+    numbers = range(first_seq, first_seq + count)
+    lines = [json.dumps({"ts": 1.0, "event": "exec", "seq": n, "cmd": "true"}) for n in numbers]
     header = {"boot": boot, "first": 1, "count": count, "last": first_seq + count - 1, "more": False, "missed": 0,
               "restarted": False, **described}
     return header, "".join(line + "\n" for line in lines).encode()
