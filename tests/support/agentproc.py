@@ -111,7 +111,7 @@ def shutdown_muxes(control_dir: Path) -> None:
 
 
 def pids_of(pattern: str) -> list[int]:
-    out = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True, check=False).stdout
+    out = subprocess.run(["pgrep", "-f", "--", pattern], capture_output=True, text=True, check=False).stdout
     return [int(p) for p in out.split()]
 
 
