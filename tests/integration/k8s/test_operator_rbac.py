@@ -196,10 +196,10 @@ def test_the_real_control_plane_passes_and_others_are_not_limited(deployed):
 
 
 def _bootstrap_token(name, token_type="bootstrap.kubernetes.io/token", labels=None, expires_in=600,
-                     groups="system:bootstrappers:kubenest:returning") -> dict:
+                     groups="system:bootstrappers:kubenest:returning", expiration_format="%Y-%m-%dT%H:%M:%SZ") -> dict:
     data = {"token-id": name[-6:], "token-secret": "0123456789abcdef"}
     if expires_in is not None:
-        data["expiration"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + expires_in))
+        data["expiration"] = time.strftime(expiration_format, time.gmtime(time.time() + expires_in))
     if groups is not None:
         data["auth-extra-groups"] = groups
     return {"metadata": {"name": name, "labels": {"kosmos.io/bootstrap-token": "true"} if labels is None else labels},
@@ -236,6 +236,17 @@ def test_in_kube_system_the_operator_makes_and_removes_only_its_bootstrap_tokens
 
     assert "an expiration is required" in refused(operator.create_namespaced_secret, "kube-system",
                                                   _bootstrap_token("bootstrap-token-never1", expires_in=None))
+    # A token that outlives the bound by a minute, or whose expiration the policy cannot read as written: refused.
+    assert "expire within an hour" in refused(operator.create_namespaced_secret, "kube-system",
+                                              _bootstrap_token("bootstrap-token-long01", expires_in=3660))
+    assert "expire within an hour" in refused(operator.create_namespaced_secret, "kube-system",
+                                              _bootstrap_token("bootstrap-token-year01", expires_in=366 * 86400))
+    for number, odd in enumerate(("%Y-%m-%dT%H:%M:%S+00:00", "%Y-%m-%d %H:%M:%SZ", "%Y-%m-%dT%H:%M:%S.000Z")):
+        assert "expire within an hour" in refused(operator.create_namespaced_secret, "kube-system", _bootstrap_token(
+            f"bootstrap-token-fmt0{number}", expiration_format=odd))
+    # Within the bound, to the minute: taken (the policy decodes the date, not only its shape).
+    operator.create_namespaced_secret("kube-system", _bootstrap_token("bootstrap-token-hour01", expires_in=3540))
+    operator.delete_namespaced_secret("bootstrap-token-hour01", "kube-system")
     assert "may only name the groups" in refused(
         operator.create_namespaced_secret, "kube-system",
         _bootstrap_token("bootstrap-token-group1", groups="system:bootstrappers:kubenest,system:bootstrappers:x"))
