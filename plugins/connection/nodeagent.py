@@ -153,9 +153,10 @@ options:
       - name: KUBENEST_AGENT_SUPERSEDED_CERT_FILE
   audit_dir:
     description:
-      - A directory on the controller where the agents' audit lines are kept, one C(<inventory name>.jsonl) file
-        per node, so that a root process on a node given to a tenant cannot rewrite the record of what was done
-        there and who tried to connect.
+      - A directory on the controller where the agents' audit lines are kept, one C(<node>.jsonl) file per node,
+        so that a root process on a node given to a tenant cannot rewrite the record of what was done there and
+        who tried to connect. The node is the common name of the agent's certificate (checked against O(ca_file)
+        when connecting), so a task delegated to another host lands in that host's record.
       - The lines are taken from the agent when the connection helper connects and before it exits; each line
         arrives once, and lines the agent could not keep (restarted, or more than it holds in memory between two
         visits) show as an C(audit_gap) line.
@@ -169,7 +170,7 @@ options:
       - section: kubenest_agent
         key: audit_dir
   audit_node:
-    description: The node's name in the audit record of O(audit_dir).
+    description: The node's name in the audit record of O(audit_dir) when the agent's certificate has no common name.
     type: str
     vars:
       - name: inventory_hostname

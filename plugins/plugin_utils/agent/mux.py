@@ -54,6 +54,7 @@ class Mux:
         self.last_activity = time.monotonic()
         self.stop = asyncio.Event()
         self.socket_inode: int | None = None
+        self.peer_name: str | None = None  # the node its certificate names (see _take_audit)
 
     def retire(self) -> None:
         """Stop taking clients: the socket path goes first (if it is still ours), so new workers start a new mux."""
@@ -70,6 +71,7 @@ class Mux:
         from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.tls import (
             client_context,
             normalize_pins,
+            peer_common_name,
             pin_mismatch,
         )
         from websockets.asyncio.client import connect
@@ -86,11 +88,13 @@ class Mux:
                                     max_queue=8, ping_interval=20, ping_timeout=20, close_timeout=2)
         except Exception as exc:
             raise AgentUnreachable(describe_connect_error(exc, a.uri)) from None
-        refused = pin_mismatch(self.ws.transport.get_extra_info("ssl_object"), pins, a.uri)
+        ssl_object = self.ws.transport.get_extra_info("ssl_object")
+        refused = pin_mismatch(ssl_object, pins, a.uri)
         if refused:
             await self.ws.close()
             self.ws = None
             raise AgentUnreachable(refused)
+        self.peer_name = peer_common_name(ssl_object)
         if a.superseded_cert:
             await self._supersede(a.superseded_cert)
         if a.audit_dir:
@@ -133,10 +137,11 @@ class Mux:
     async def _take_audit(self) -> None:
         """Take the agent's audit lines since our cursor off the node (see audit_trail). Only while nothing else
         reads the websocket: right after connecting, and on the way out. A failure here loses no line (the
-        cursor stays) and fails no task."""
+        cursor stays) and fails no task. Kept under the name the agent's certificate carries: a task delegated
+        from one inventory host to another node's agent still lands in that node's record."""
         from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.audit_trail import AuditRecord
 
-        record = AuditRecord(self.args.audit_dir, self.args.audit_node or self.args.server_name)
+        record = AuditRecord(self.args.audit_dir, self.peer_name or self.args.audit_node or self.args.server_name)
         try:
             for _round in range(64):  # 64 MiB at most per connection; the rest waits for the next one
                 asked = record.cursor()

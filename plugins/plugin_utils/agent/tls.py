@@ -50,6 +50,18 @@ def pin_mismatch(ssl_object, pins: tuple[str, ...], where: str) -> str | None:
             f"(sha256:{', sha256:'.join(pins)}); it may be an old certificate of that node or another machine")
 
 
+def peer_common_name(ssl_object) -> str | None:
+    """The common name of the certificate the peer presented (checked against the CA on the handshake), or None.
+    An agent's certificate names its node: the audit record is kept under that name, whichever inventory host
+    (delegating tasks, say) the connection was opened for."""
+    cert = ssl_object.getpeercert() if ssl_object is not None else None
+    for rdn in (cert or {}).get("subject", ()):
+        for key, value in rdn:
+            if key == "commonName" and value:
+                return value
+    return None
+
+
 def _load_pem(cert_file: str):
     from cryptography import x509
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.errors import AgentOpError
+from kubenest_agent.devpki import ensure_dev_pki
 
-from tests.support.agentproc import shutdown_muxes
+from tests.support.agentproc import AgentProcess, shutdown_muxes
 from tests.support.playbook import run_playbook, write_inventory, write_play
 
 
@@ -81,3 +83,31 @@ def test_a_play_keeps_the_nodes_audit_off_the_node_once_and_says_what_it_missed(
     gap = [e for e in third if e["event"] == "audit_gap"]
     assert len(gap) == 1 and gap[0]["restarted"] is True and gap[0]["boot"] != second[-1]["boot"]
     assert third[0] is not None and "exec" in {e["event"] for e in third}
+
+
+def test_a_task_delegated_to_another_node_lands_in_that_nodes_record(fresh_agent, tmp_path):
+    """Ansible keeps inventory_hostname the delegating host's on a delegated task: the record goes by the name the
+    agent's certificate carries instead, else one node's lines would be kept (and replayed) as another's."""
+    ensure_dev_pki(fresh_agent.pki, "node2", ["127.0.0.1"])
+    other = AgentProcess(pki=fresh_agent.pki, state_dir=tmp_path / "state2", audit_log=tmp_path / "audit2.log",
+                         node="node2").start()
+    control, audit_dir = tmp_path / "control", tmp_path / "audit"
+    inventory = write_inventory(tmp_path / "inventory.yml", fresh_agent, kubenest_agent_audit_dir=str(audit_dir))
+    hosts = yaml.safe_load(inventory.read_text())
+    hosts["all"]["hosts"]["node2"] = {"ansible_host": "127.0.0.1", "ansible_port": other.port,
+                                      "kubenest_agent_audit_dir": str(audit_dir)}
+    inventory.write_text(yaml.safe_dump(hosts))
+    play = write_play(tmp_path / "play.yml", [
+        {"name": "on node1", "ansible.builtin.command": "true", "changed_when": False},
+        {"name": "on node2, for node1", "ansible.builtin.command": "true", "changed_when": False,
+         "delegate_to": "node2"}], hosts="node1")
+    try:
+        assert run_playbook(play, inventory, control).rc == 0
+    finally:
+        shutdown_muxes(control)
+        other.stop()
+    mine, theirs = _kept(audit_dir, "node1"), _kept(audit_dir, "node2")
+    assert "exec" in {e["event"] for e in mine} and "exec" in {e["event"] for e in theirs}
+    assert len({e["boot"] for e in mine}) == 1 and len({e["boot"] for e in theirs}) == 1
+    assert {e["boot"] for e in mine} != {e["boot"] for e in theirs}
+    assert all(e["node"] == "node2" for e in theirs)
