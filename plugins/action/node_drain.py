@@ -10,7 +10,13 @@ import urllib.parse
 from ansible.errors import AnsibleActionFail
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_action import KubeAction
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_api import KubeApiError
-from ansible_collections.kosmos.kubenest.plugins.plugin_utils.node_drain import classify, eviction, pod_ref, refs
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.node_drain import (
+    classify,
+    eviction,
+    pod_ref,
+    refs,
+    room_elsewhere,
+)
 
 
 class _Drain:
@@ -57,13 +63,24 @@ class _Drain:
         pending = [p for p in evict if not (p.get("metadata") or {}).get("deletionTimestamp")]
         evicted = refs(evict)
         if check_mode:
-            return {"changed": changed or bool(pending), "evicted": evicted, "left": refs(left), "waited": 0.0}
+            return {"changed": changed or bool(pending), "evicted": evicted, "left": refs(left),
+                    "deleted_without_room": [], "waited": 0.0}
         started = time.monotonic()
+        deleted = []
         # Like kubectl drain: a budget that refuses now may allow once a replacement is ready elsewhere.
         while pending:
             pending = [p for p in pending if not self.evict(p)]
             changed = True
             if not pending:
+                break
+            if self.p["without_room"] == "delete" and not room_elsewhere(self.api.list("v1", "Node"), self.p["name"]):
+                # No other node can take a replacement (every node is leaving, or the rest are cordoned): the
+                # budget could only be met by waiting for the timeout. The pods are deleted, grace period kept.
+                for pod in pending:
+                    meta = pod["metadata"]
+                    self.api.delete("v1", "Pod", meta["name"], meta["namespace"])
+                    deleted.append(pod_ref(pod))
+                pending = []
                 break
             if time.monotonic() >= self.deadline:
                 raise AnsibleActionFail(
@@ -72,7 +89,7 @@ class _Drain:
             time.sleep(self.p["wait_sleep"])
         if self.p["wait"]:
             self.wait_gone({(p.get("metadata") or {}).get("uid") for p in evict})
-        return {"changed": changed, "evicted": evicted, "left": refs(left),
+        return {"changed": changed, "evicted": evicted, "left": refs(left), "deleted_without_room": deleted,
                 "waited": round(time.monotonic() - started, 1)}
 
     def wait_gone(self, uids):
@@ -94,6 +111,7 @@ class ActionModule(KubeAction):
         wait_sleep=dict(type="float", default=1.0),
         force=dict(type="bool", default=False),
         delete_emptydir_data=dict(type="bool", default=False),
+        without_room=dict(type="str", default="wait", choices=["wait", "delete"]),
     )
 
     def act(self, api, args, check_mode):

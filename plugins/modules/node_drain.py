@@ -47,6 +47,16 @@ options:
     description: Also evict pods whose C(emptyDir) volumes are lost with them.
     type: bool
     default: false
+  without_room:
+    description:
+      - What to do while a disruption budget refuses an eviction and no other node could take a replacement
+        (every other node is cordoned or not Ready, as when all of a cluster's nodes leave at once).
+      - V(wait) asks again until O(timeout), as C(kubectl drain) does. V(delete) deletes those pods at once
+        (their grace period kept), since no replacement can become ready for the budget to allow it.
+    type: str
+    choices: [wait, delete]
+    default: wait
+    version_added: 1.4.0
 attributes:
   check_mode:
     support: full
@@ -83,6 +93,11 @@ evicted:
   elements: str
 left:
   description: The mirror and DaemonSet pods left on the node, as C(namespace/name).
+  returned: always
+  type: list
+  elements: str
+deleted_without_room:
+  description: The pods deleted rather than evicted under O(without_room=delete), as C(namespace/name).
   returned: always
   type: list
   elements: str

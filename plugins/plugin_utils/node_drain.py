@@ -57,3 +57,15 @@ def eviction(pod):
     meta = pod["metadata"]
     return {"apiVersion": "policy/v1", "kind": "Eviction",
             "metadata": {"name": meta["name"], "namespace": meta["namespace"]}}
+
+
+def room_elsewhere(nodes, name):
+    """Whether a node other than `name` could take a replacement pod: schedulable and Ready. A disruption budget
+    that refuses an eviction waits for such a replacement; with no such node it can only wait for the timeout."""
+    for node in nodes:
+        if (node.get("metadata") or {}).get("name") == name or (node.get("spec") or {}).get("unschedulable"):
+            continue
+        conditions = (node.get("status") or {}).get("conditions") or []
+        if any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
+            return True
+    return False

@@ -10,8 +10,8 @@ import json
 import pytest
 import yaml
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.errors import AgentOpError
-from kubenest_agent.devpki import ensure_dev_pki
 
+from kubenest_agent.devpki import ensure_dev_pki
 from tests.support.agentproc import AgentProcess, shutdown_muxes
 from tests.support.playbook import run_playbook, write_inventory, write_play
 

@@ -11,6 +11,7 @@ import time
 import kubernetes
 import pytest
 
+from tests.support.apiserver import ApiServer
 from tests.support.playbook import run_module
 from tests.support.virtualclusters import ensure_namespace
 
@@ -122,3 +123,48 @@ def test_a_budget_that_keeps_refusing_fails_the_drain_naming_it(apiserver, api_c
 def test_a_missing_node_is_named(apiserver):
     rc, result = drain(apiserver.kubeconfig, "drain-none")
     assert rc != 0 and result["msg"] == "Node drain-none does not exist", result
+
+
+def _ready(core, name, unschedulable=False):
+    core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+                      "spec": {"unschedulable": unschedulable}})
+    core.patch_node_status(name, {"status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+
+
+def _guarded(core, policy, name, node_name):
+    pod(core, name, node_name, owner="ReplicaSet", labels={"app": name})
+    core.patch_namespaced_pod_status(name, NS, {"status": {"phase": "Running", "conditions": [
+        {"type": "Ready", "status": "True"}]}})
+    policy.create_namespaced_pod_disruption_budget(NS, {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": name}}}})
+
+
+def test_with_no_other_node_to_take_a_replacement_a_budget_does_not_hold_the_drain(k8s_bin_dir):
+    """Every node of a cluster leaving at once (a virtual cluster deleted): no replacement can become ready, so a
+    budget would only hold the drain until its timeout. Its own API server: the shared one may hold Ready nodes."""
+    with ApiServer() as api:
+        client = kubernetes.config.new_client_from_config(config_file=str(api.kubeconfig))
+        try:
+            ensure_namespace(client, NS)
+            core, policy = kubernetes.client.CoreV1Api(client), kubernetes.client.PolicyV1Api(client)
+            core.create_namespaced_service_account(NS, {"metadata": {"name": "default"}})
+            _ready(core, "leaving-1")
+            _ready(core, "leaving-2", unschedulable=True)  # leaving too: already cordoned by its own drain
+            _guarded(core, policy, "dns", "leaving-1")
+            # As kubectl does by default: the budget is waited for, up to the timeout.
+            rc, result = drain(api.kubeconfig, "leaving-1", wait=False, timeout=2)
+            assert rc != 0 and "a disruption budget still refuses" in result["msg"], result
+            assert not terminating(core, "dns")
+            rc, result = drain(api.kubeconfig, "leaving-1", wait=False, timeout=60, without_room="delete")
+            assert rc == 0 and result["deleted_without_room"] == [f"{NS}/dns"], result
+            assert terminating(core, "dns")
+
+            # A schedulable Ready node elsewhere could take the replacement: the budget is honoured.
+            _ready(core, "staying")
+            _guarded(core, policy, "web", "leaving-1")
+            rc, result = drain(api.kubeconfig, "leaving-1", wait=False, timeout=2, without_room="delete")
+            assert rc != 0 and "a disruption budget still refuses" in result["msg"], result
+            assert not terminating(core, "web")
+        finally:
+            client.close()

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from ansible_collections.kosmos.kubenest.plugins.plugin_utils.node_drain import classify, eviction, refs
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.node_drain import (
+    classify,
+    eviction,
+    refs,
+    room_elsewhere,
+)
 
 
 def pod(name, owner=None, phase="Running", mirror=False, empty_dir=False):
@@ -37,3 +42,15 @@ def test_pods_that_would_be_lost_are_refused_and_named_unless_allowed():
 def test_an_eviction_names_only_the_pod():
     assert eviction(pod("rs", "ReplicaSet")) == {"apiVersion": "policy/v1", "kind": "Eviction",
                                                  "metadata": {"name": "rs", "namespace": "ns"}}
+
+
+def _node(name, ready=True, unschedulable=False):
+    return {"metadata": {"name": name}, "spec": {"unschedulable": unschedulable},
+            "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+def test_room_elsewhere_is_a_schedulable_ready_node_other_than_the_drained_one():
+    assert not room_elsewhere([_node("a")], "a")
+    assert not room_elsewhere([_node("a"), _node("b", unschedulable=True), _node("c", ready=False)], "a")
+    assert not room_elsewhere([_node("a"), {"metadata": {"name": "d"}}], "a")  # no status yet
+    assert room_elsewhere([_node("a"), _node("b")], "a")
