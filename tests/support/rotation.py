@@ -58,20 +58,22 @@ def params(points: Sequence, ids: Sequence[str], per_run: int = 1) -> list:
 
 
 # Long tests that are not points of one matrix but take turns all the same: whole life cycles that repeat what
-# other tests of make test show piece by piece. make test runs one of them per commit.
+# other tests of make test show piece by piece.
 LIFE_CYCLES = ("awx-life-cycle", "molecule-node-promote", "control-plane-fails-while-a-node-is-prepared")
 # The slowest scenarios of the end-to-end tier (two to ten minutes each on a 2-core machine), each showing things
-# no other test of make test shows: make test runs one of them per commit so the tier keeps within its share of the
-# CI budget; make test-long runs them all.
+# no other test of make test shows; make test-long runs them all.
 SLOW_SCENARIOS = ("node-count-up-and-down", "plain-playbook-with-the-globalnodes-inventory",
                   "two-clusters-race-for-one-node", "certificate-renewal", "operator-replica-deleted-mid-run")
+# Both take one turn between them: make test runs one test of TURNS per commit, so each comes round within
+# len(TURNS) commits and the tier pays for one of them, never two.
+TURNS = LIFE_CYCLES + SLOW_SCENARIOS
 
 
 def turn(name: str, group: Sequence[str] = LIFE_CYCLES, per_run: int = 1):
     """Decorator for one test of `group`: `long` always, `sampled` too on the commits whose turn it is."""
     if name not in group:
         raise ValueError(f"{name!r} is not one of {list(group)}")
-    mine = name in sample(group, per_run)
+    mine = name in sample(TURNS if name in TURNS else group, per_run)
 
     def decorate(test):
         test = pytest.mark.long(test)

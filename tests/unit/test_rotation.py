@@ -56,30 +56,22 @@ def test_every_point_is_long_and_only_the_sample_is_also_sampled(monkeypatch):
         rotation.params(["x", "y"], ["x"])
 
 
-def test_the_life_cycles_take_turns_and_each_is_always_long(monkeypatch):
+def test_the_life_cycles_and_slow_scenarios_take_one_turn_between_them_and_each_is_always_long(monkeypatch):
+    group_of = {**{name: rotation.LIFE_CYCLES for name in rotation.LIFE_CYCLES},
+                **{name: rotation.SLOW_SCENARIOS for name in rotation.SLOW_SCENARIOS}}
+
     def marks_of(name):
         def probe():
             pass
-        return {m.name for m in getattr(rotation.turn(name)(probe), "pytestmark", [])}
-
-    for number, name in enumerate(rotation.LIFE_CYCLES):
-        monkeypatch.setenv("KUBENEST_ROTATION", str(number))
-        assert marks_of(name) == {"long", "sampled"}
-        assert all(marks_of(other) == {"long"} for other in rotation.LIFE_CYCLES if other != name)
-    with pytest.raises(ValueError, match="'no-such' is not one of"):
-        rotation.turn("no-such")
-
-
-def test_the_slow_scenarios_take_turns_apart_from_the_life_cycles(monkeypatch):
-    def marks_of(name):
-        def probe():
-            pass
-        return {m.name for m in getattr(rotation.turn(name, rotation.SLOW_SCENARIOS)(probe), "pytestmark", [])}
+        return {m.name for m in getattr(rotation.turn(name, group_of[name])(probe), "pytestmark", [])}
 
     assert not set(rotation.SLOW_SCENARIOS) & set(rotation.LIFE_CYCLES)
-    for number, name in enumerate(rotation.SLOW_SCENARIOS):
+    assert set(rotation.TURNS) == set(group_of)
+    for number, name in enumerate(rotation.TURNS):
         monkeypatch.setenv("KUBENEST_ROTATION", str(number))
         assert marks_of(name) == {"long", "sampled"}
-        assert all(marks_of(other) == {"long"} for other in rotation.SLOW_SCENARIOS if other != name)
+        assert all(marks_of(other) == {"long"} for other in rotation.TURNS if other != name)
+    with pytest.raises(ValueError, match="'no-such' is not one of"):
+        rotation.turn("no-such")
     with pytest.raises(ValueError, match="'awx-life-cycle' is not one of"):
         rotation.turn("awx-life-cycle", rotation.SLOW_SCENARIOS)
