@@ -2,24 +2,24 @@
 
 Runs report the control plane when they end; between runs nothing would look, and Ready would stay True
 while etcd or the apiserver is gone. A daemon per VirtualCluster looks every --resync-interval while the
-virtual cluster is Completed (or degraded by what an earlier look found):
+virtual cluster is Completed (or degraded by what an earlier look found), with the assessment of health.py:
 
-- a workload that is not ready (a deleted or crashing pod, which its controller replaces) sets Ready=False,
-  reason ControlPlaneDegraded, and Ready comes back when it recovers;
-- a workload or the admin kubeconfig that is gone is repaired by a playbook run, as a spec change would be;
-  a repair that did not help is tried again only after a growing pause, never in a loop.
+- anything found sets Ready=False, reason ControlPlaneDegraded, with what was found as the message, and Ready
+  comes back once the look finds nothing (a pod its controller replaced, a tenant API answering again);
+- an object that is gone or was changed by someone else (a Deployment scaled down, an image or flag edited)
+  is repaired by a playbook run, as a spec change would be; a repair that did not help is tried again only
+  after a growing pause, never in a loop.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from typing import Any
 
 import kopf
 
-from . import drift
+from . import health
 from . import status as st
 from .context import Context
 from .errors import backoff, summarize
@@ -32,22 +32,6 @@ from .resync import every_resync
 DEGRADED = "ControlPlaneDegraded"
 
 
-async def problems(ctx: Context, body: kopf.Body) -> tuple[list[str], bool]:
-    """What is wrong with the control plane now, and whether a run is needed to repair it."""
-    namespace, name = body.metadata.namespace, body.metadata.name
-    found, repair = [], False
-    for kind, workload in drift.workloads(name):
-        problem = await asyncio.to_thread(drift.workload_problem, ctx.api.client, namespace, kind, workload)
-        if problem:
-            found.append(problem)
-            repair = repair or problem.endswith("is missing")
-    ref = plain(body.get("status") or {}).get("kubeconfigSecretRef") or {}
-    if ref.get("name") and not (await ctx.api.read_secret_data(namespace, ref["name"])).get(ref.get("key", "")):
-        found.append("the admin kubeconfig is missing")
-        repair = True
-    return found, repair
-
-
 async def look(ctx: Context, body: kopf.Body, logger: logging.Logger, may_repair: bool = True) -> str:
     """One look: "healthy", "degraded", "recovered", "repaired" or "skipped"."""
     status = plain(body.get("status") or {})
@@ -56,7 +40,8 @@ async def look(ctx: Context, body: kopf.Body, logger: logging.Logger, may_repair
     if not status.get("kubeconfigSecretRef") or not (status.get("phase") == st.COMPLETED or ours):
         return "skipped"  # not built yet, or a run is (or will be) reporting
     generation = status.get("observedGeneration")
-    found, repair = await problems(ctx, body)
+    findings = await health.assess(ctx, body)
+    found, repair = [f.text for f in findings], any(f.repair for f in findings)
     if not found:
         if not ours:
             return "healthy"

@@ -1,52 +1,33 @@
 """Whether a virtual cluster needs a playbook run when the operator (re)starts.
 
 kopf calls the resume handler for every object when the operator starts. A virtual cluster that was
-reconciled for its current spec by the current collection, whose control-plane workloads are ready, whose
-API answers and whose nodes are Ready, and whose certificates are not due, needs no run: a restart then costs
-a few API reads per virtual cluster instead of a whole playbook each.
+reconciled for its current spec by the current collection, whose control plane is as the last run left it
+(health.py: its objects there and unchanged, its workloads ready, its API answering), whose nodes are Ready and
+whose certificates are not due, needs no run: a restart then costs a few API reads per virtual cluster instead
+of a whole playbook each.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 
 import kopf
-import kubernetes
 
+from . import health
 from . import status as st
 from .certificates import due_certificates, pki_secrets
 from .context import Context
 from .extravars import load_site_vars, plain, renew_before_days
-from .kube import TENANT_TIMEOUT_S, tenant_nodes_ready
+from .kube import tenant_nodes_ready
 from .settings import ANNOTATION_PREFIX
 
 # On the VirtualCluster after each successful run: the collection revision that reconciled it.
 REVISION_ANNOTATION = f"{ANNOTATION_PREFIX}/reconciled-revision"
 
 
-def workloads(name: str) -> list[tuple[str, str]]:
-    """What the etcd and control_plane roles run for a virtual cluster."""
-    return [("StatefulSet", f"{name}-etcd")] + [
-        ("Deployment", f"{name}-{component}") for component in ("apiserver", "controller-manager", "scheduler")]
-
-
-def workload_problem(client: kubernetes.client.ApiClient, namespace: str, kind: str, name: str) -> str | None:
-    apps = kubernetes.client.AppsV1Api(client)
-    read = apps.read_namespaced_stateful_set if kind == "StatefulSet" else apps.read_namespaced_deployment
+def _nodes_problem(kubeconfig: bytes, nodes: list[str]) -> str | None:
     try:
-        obj = read(name, namespace, _request_timeout=TENANT_TIMEOUT_S)
-    except kubernetes.client.rest.ApiException as exc:
-        return f"{kind} {name} is missing" if exc.status == 404 else f"{kind} {name}: HTTP {exc.status}"
-    wanted, ready = obj.spec.replicas or 0, obj.status.ready_replicas or 0
-    if ready < wanted:
-        return f"{kind} {name} has {ready} of {wanted} replicas ready"
-    return None
-
-
-def _tenant_problem(kubeconfig: bytes, nodes: list[str]) -> str | None:
-    try:
-        ready = tenant_nodes_ready(kubeconfig, check_storage=True)
+        ready = tenant_nodes_ready(kubeconfig)
     except Exception as exc:  # unreachable, refused, a broken kubeconfig: all mean "look closer"
         return f"the virtual cluster's API does not answer: {type(exc).__name__}"
     missing = [name for name in nodes if not ready.get(name)]
@@ -65,19 +46,15 @@ async def reason_to_run(ctx: Context, body: kopf.Body) -> str | None:
     if (body.metadata.get("annotations") or {}).get(REVISION_ANNOTATION) != ctx.revision:
         return "the collection changed since the last run"
     namespace, name = body.metadata.namespace, body.metadata.name
-    client = ctx.api.client
-    for kind, workload in workloads(name):
-        problem = await asyncio.to_thread(workload_problem, client, namespace, kind, workload)
+    findings = await health.assess(ctx, body)
+    if findings:
+        return "; ".join(finding.text for finding in findings)
+    nodes = [n["name"] for n in status.get("nodes") or [] if n.get("name")]
+    if nodes:
+        problem = await asyncio.to_thread(_nodes_problem, await health.admin_kubeconfig(ctx, namespace, status),
+                                          nodes)
         if problem:
             return problem
-    ref = status.get("kubeconfigSecretRef") or {}
-    secret = await ctx.api.read_secret_data(namespace, ref.get("name", ""))
-    if not secret.get(ref.get("key", "")):
-        return "the admin kubeconfig is missing"
-    nodes = [n["name"] for n in status.get("nodes") or [] if n.get("name")]
-    problem = await asyncio.to_thread(_tenant_problem, base64.b64decode(secret[ref["key"]]), nodes)
-    if problem:
-        return problem
     due = due_certificates(await pki_secrets(ctx, namespace, name),
                            renew_before_days(load_site_vars(ctx.config.site_vars)))
     return f"certificates are due: {', '.join(due)}" if due else None

@@ -19,7 +19,7 @@ from typing import Any
 import kopf
 from kubernetes.client.rest import ApiException
 
-from . import drift, node_queue, restores, spec_kubeconfig
+from . import drift, health, node_queue, restores, spec_kubeconfig
 from . import status as st
 from .context import Context
 from .errors import backoff, failure_reason, summarize
@@ -306,6 +306,10 @@ async def _converge(ctx: Context, body: kopf.Body, phase: str, retry: int, logge
         logger.info(f"run {run.run_id} ended for the deletion; the delete handler takes over")
         return
     if run.outcome.ok:
+        try:  # before Ready turns True: the health look compares against it
+            await health.record_inventory(ctx, body.metadata.namespace, body.metadata.name)
+        except ApiException as exc:  # the look then compares against the last record, or the workloads
+            logger.warning(f"could not record the control plane's objects: HTTP {exc.status}")
         observed = await _complete(ctx, body, run, retry, logger)
         try:
             await drift.record_revision(ctx, body.metadata.namespace, body.metadata.name)

@@ -18,6 +18,9 @@ description:
     Other sources are not affected.
   - The chain is replaced in one C(iptables-restore) transaction, so there is no moment with half the rules.
     Idempotent; a chain that already holds the rules reports no change.
+  - Runs on one node take turns, holding a lock file per chain under C(/run/lock) (or C(/run)). Runs that move
+    several nodes at once, or runs of several virtual clusters, may judge the same node together; each then
+    reads what the one before it left.
   - O(allow) and O(deny) are IPv4. IPv6 is closed instead of listed, since a root process on a tenant's node can
     give itself any IPv6 address on the link (a link-local one at the least). With O(ipv6_deny_unlisted), new
     IPv6 connections and datagrams that reach the node on its node-network interface (the one holding
@@ -141,6 +144,8 @@ interface:
   type: str
 """
 
+import contextlib
+import fcntl
 import ipaddress
 import os
 import re
@@ -340,7 +345,33 @@ def _ipv6(module, params):
     return Firewall(module, chain, "ip6tables", interface), wanted, interface
 
 
-def run(module):
+def lock_path(chain):
+    directory = "/run/lock" if os.path.isdir("/run/lock") else "/run"
+    return os.path.join(directory, "kubenest-firewall-%s.lock" % chain.lower())
+
+
+@contextlib.contextmanager
+def one_at_a_time(chain, path=None):
+    """Hold the node's lock of `chain` (released when the process ends, however it ends)."""
+    fd = os.open(path or lock_path(chain), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def run(module, lock=None):
+    """`lock`: the lock file's path (tests); the node's own by default."""
+    try:
+        _check_chain(module.params["chain"])
+    except InvalidRule as exc:
+        module.fail_json(msg=str(exc))
+    with one_at_a_time(module.params["chain"], lock):
+        _converge(module)
+
+
+def _converge(module):
     params = module.params
     try:
         wanted = chain_rules(params["chain"], params["allow"], params["deny"]) if params["state"] == "present" else []

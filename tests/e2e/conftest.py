@@ -22,10 +22,14 @@ def pytest_configure(config):
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups into the node ids
 def pytest_collection_modifyitems(config, items):
-    # Two groups for `pytest -n 2 --dist loadgroup` (make e2e): the node-machine tests bring up machines of their
-    # own (bridge, range, names, state dir) and run beside everything else, which shares the default sandbox.
+    # Groups for `pytest -n 2 --dist loadgroup` (make e2e): everything that shares the default sandbox is one group,
+    # on one worker; each module marked `machines` brings up machines of its own (bridge, range, names, state dir)
+    # and is a group of its own. pytest-xdist hands out the largest group first, so the sandbox's keeps one worker
+    # and the other takes the machine modules one after the other: the kubeadm host comes up once the node-machine
+    # tests are done, with the sandbox's host already up (both bootstrapping at once starved on a cold 2-core run).
     for item in items:
-        item.add_marker(pytest.mark.xdist_group("machines" if item.get_closest_marker("machines") else "sandbox"))
+        machines = item.get_closest_marker("machines") is not None
+        item.add_marker(pytest.mark.xdist_group(item.module.__name__.rpartition(".")[2] if machines else "sandbox"))
     # The conformance suite's build (e2e.test, its images) runs beside the tier in make test: its tests go last.
     items.sort(key=lambda item: item.get_closest_marker("conformance") is not None)
     if os.environ.get("KUBENEST_LONG") == "1":

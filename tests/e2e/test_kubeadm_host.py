@@ -50,13 +50,12 @@ CIDR = "198.18.4.0/24"
 PREFIX = "ka"
 UP_TIMEOUT = 2400  # a cold cache builds Kubernetes, the images and the bare image first
 
-# Marked long, so make e2e skips it: make test runs it as a tier of its own (make e2e-kubeadm) once the
-# sandbox's host is down. Beside the sandbox's host on a cold 2-core run both starved (the sandbox's bootstrap
-# and the tenant's control plane timed out).
+# In make e2e on the worker of the machine modules, after the node-machine tests (tests/e2e/conftest.py): the
+# sandbox's host is up by then. Started at the same moment as the sandbox's bootstrap, on a cold 2-core run both
+# starved (the sandbox's bootstrap and the tenant's control plane timed out).
 pytestmark = [
     pytest.mark.machines,
     pytest.mark.slow,
-    pytest.mark.long,
     pytest.mark.skipif(os.geteuid() != 0, reason="node machines need root"),
     pytest.mark.skipif(not (shutil.which("systemd-nspawn") and shutil.which("debootstrap")),
                        reason="needs systemd-nspawn (systemd-container) and debootstrap"),

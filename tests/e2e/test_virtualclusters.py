@@ -321,6 +321,38 @@ def test_etcd_keeps_the_tenant_state_when_its_pod_is_deleted(operator, host_clus
     wait_ready(api, NS, "alpha")
 
 
+def test_a_scaled_down_api_server_and_a_deleted_policy_are_reported_and_put_back(operator):
+    """Tried as a user would break a tenant: its API server scaled to 0 (kubectl scale) and its etcd's
+    NetworkPolicy deleted. Ready turns False within a resync period (30 s, the operator's default) saying both,
+    and the operator's repair run puts both back without a spec change."""
+    _proc, api = operator
+    alpha = get_vc(api, NS, "alpha") or wait_ready(api, NS, "alpha")
+    tenant, _config = tenant_client(alpha, api)
+    apps, policies = k8s.AppsV1Api(api), k8s.NetworkingV1Api(api)
+    started = time.monotonic()
+    apps.patch_namespaced_deployment_scale("alpha-apiserver", NS, {"spec": {"replicas": 0}}, field_manager="kubectl")
+    policies.delete_namespaced_network_policy("alpha-etcd", NS)
+
+    def not_ready():
+        vc = get_vc(api, NS, "alpha")
+        return vc if condition(vc, "Ready").get("status") == "False" else None
+
+    vc = wait_for(not_ready, 30 + 30, "alpha's Ready to turn False (a resync period and a look)", interval=1)
+    noticed = time.monotonic() - started
+    ready = condition(vc, "Ready")
+    assert ready["reason"] == "ControlPlaneDegraded"
+    assert ready["message"].startswith(
+        "Deployment alpha-apiserver: spec.replicas is 0 where the collection set 1; NetworkPolicy alpha-etcd is "
+        "missing"), ready["message"]
+    wait_ready(api, NS, "alpha")
+    repaired = time.monotonic() - started
+    assert apps.read_namespaced_deployment("alpha-apiserver", NS).spec.replicas == 1
+    assert policies.read_namespaced_network_policy("alpha-etcd", NS).spec.pod_selector.match_labels
+    assert "team-a" in {ns.metadata.name for ns in k8s.CoreV1Api(tenant).list_namespace(_request_timeout=10).items}
+    assert condition(get_vc(api, NS, "alpha"), "Ready")["reason"] == "Reconciled"
+    print(f"\nalpha broken: Ready=False after {noticed:.0f}s, repaired and Ready after {repaired:.0f}s")
+
+
 def test_three_etcd_members_keep_the_tenant_serving_while_one_is_gone(operator):
     _proc, api = operator
     create_vc(api, NS, "trio", {"etcdMembers": 3})

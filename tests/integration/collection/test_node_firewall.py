@@ -277,3 +277,36 @@ def _judge_ipv6(node, t1, link, peer):
     assert _connects_from(t1, "fd77:1::1", OTHER)
     assert _module(node, state="absent")["changed"]
     assert _module(node, state="absent")["changed"] is False
+
+
+def test_runs_that_judge_the_same_node_at_once_take_turns(wired, tmp_path):
+    """Two nodes returned together each put the plan in force on every node (and runs of other virtual clusters
+    may too): on one node their reads and writes of the chain used to interleave, and the second removal of a
+    jump found it gone ("Bad rule"), failing the return. With the node's lock each reads what the one before
+    left."""
+    import threading
+
+    node, lock = wired["node"], str(tmp_path / "firewall.lock")
+    for _round in range(5):
+        try:
+            node_firewall.run(NamespacedModule(node, deny=["10.77.1.2"]), lock=lock)
+        except Done as done:
+            assert done.result["rules"]
+        barrier, outcomes = threading.Barrier(4), []
+
+        def remove(outcomes=outcomes, barrier=barrier):
+            barrier.wait()
+            try:
+                node_firewall.run(NamespacedModule(node, state="absent"), lock=lock)
+            except Done as done:
+                outcomes.append(("done", done.result["changed"]))
+            except AssertionError as exc:
+                outcomes.append(("failed", str(exc)))
+
+        threads = [threading.Thread(target=remove) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        assert sorted(outcomes) == [("done", False)] * 3 + [("done", True)], outcomes
+        assert _ns(node, "iptables", "-t", "mangle", "-S", CHAIN, check=False).returncode != 0

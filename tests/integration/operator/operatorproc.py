@@ -104,15 +104,18 @@ class Kube:
         self.core = kubernetes.client.CoreV1Api(client)
         self.custom = kubernetes.client.CustomObjectsApi(client)
 
-    def new_namespace(self, prefix: str = "vc", sleep: float = 1, fail_first: int = 0, real_api: bool = False) -> str:
+    def new_namespace(self, prefix: str = "vc", sleep: float = 1, fail_first: int = 0, real_api: bool = False,
+                      replicas: int = 0) -> str:
         name = f"{prefix}-{uuid.uuid4().hex[:6]}"
         self.core.create_namespace({"metadata": {"name": name}})
-        self.set_control(name, sleep=sleep, fail_first=fail_first, real_api=real_api)
+        self.set_control(name, sleep=sleep, fail_first=fail_first, real_api=real_api, replicas=replicas)
         return name
 
-    def set_control(self, namespace: str, sleep: float = 1, fail_first: int = 0, real_api: bool = False) -> None:
+    def set_control(self, namespace: str, sleep: float = 1, fail_first: int = 0, real_api: bool = False,
+                    replicas: int = 0) -> None:
         body = {"metadata": {"name": "kubenest-test-control"},
-                "data": {"sleep": str(sleep), "failFirst": str(fail_first), "realApi": str(real_api).lower()}}
+                "data": {"sleep": str(sleep), "failFirst": str(fail_first), "realApi": str(real_api).lower(),
+                         "replicas": str(replicas)}}
         try:
             self.core.create_namespaced_config_map(namespace, body)
         except ApiException as exc:

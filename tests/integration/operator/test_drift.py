@@ -38,27 +38,84 @@ def _ready(vc) -> dict:
     return next((c for c in ((vc or {}).get("status") or {}).get("conditions") or [] if c["type"] == "Ready"), {})
 
 
+def _set_ready_replicas(apps, ns: str, name: str, ready: int) -> None:
+    """What the host's controllers would write (this API server runs none): the workload's ready replicas."""
+    patch = {"status": {"replicas": 1, "readyReplicas": ready, "availableReplicas": ready}}
+    if name.endswith("-etcd"):
+        apps.patch_namespaced_stateful_set_status(name, ns, patch)
+    else:
+        apps.patch_namespaced_deployment_status(name, ns, patch)
+
+
+def _exists(apps, ns: str, name: str) -> bool:
+    try:
+        apps.read_namespaced_deployment(name, ns)
+    except kubernetes.client.rest.ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
+
+
 def test_a_broken_control_plane_is_reported_and_repaired_while_running(kube, operators):
-    ns = kube.new_namespace(sleep=0, real_api=True)
+    ns = kube.new_namespace(sleep=0, real_api=True, replicas=1)
     operator = operators.start("operator", "--namespace", ns, "--resync-interval", "2")
     kube.create_vc(ns, "nu", {})
     wait_for_vc(kube, ns, "nu", completed(), COMPLETED, "nu Completed", operator)
     apps = kubernetes.client.AppsV1Api(kube.client)
+    workloads = ["nu-etcd", "nu-apiserver", "nu-controller-manager", "nu-scheduler"]
+    status = kube.vc(ns, "nu")["status"]
+    assert [(o["kind"], o["name"], o.get("replicas")) for o in status["controlPlaneObjects"]] == [
+        ("Deployment", "nu-apiserver", 1), ("Deployment", "nu-controller-manager", 1),
+        ("Deployment", "nu-scheduler", 1), ("Secret", "nu-admin-kubeconfig", None), ("StatefulSet", "nu-etcd", 1)]
+    # Nothing runs pods here: until the workloads say they are ready, the control plane is not.
+    vc = wait_for_vc(kube, ns, "nu", lambda vc: _ready(vc).get("reason") == "ControlPlaneDegraded", 30,
+                     "nu degraded", operator)
+    assert "StatefulSet nu-etcd has 0 of 1 replicas ready" in _ready(vc)["message"]
+    for name in workloads:
+        _set_ready_replicas(apps, ns, name, 1)
+    wait_for_vc(kube, ns, "nu", lambda vc: _ready(vc).get("status") == "True", 30, "nu recovered", operator)
 
     # A workload that is not ready (its pod crashing or deleted): Ready says so, and says it again once it is.
-    apps.patch_namespaced_deployment("nu-scheduler", ns, {"spec": {"replicas": 1}})
+    _set_ready_replicas(apps, ns, "nu-scheduler", 0)
     vc = wait_for_vc(kube, ns, "nu", lambda vc: _ready(vc).get("reason") == "ControlPlaneDegraded", 30,
                      "nu degraded", operator)
     assert _ready(vc)["status"] == "False"
     assert _ready(vc)["message"] == "Deployment nu-scheduler has 0 of 1 replicas ready"
-    apps.patch_namespaced_deployment("nu-scheduler", ns, {"spec": {"replicas": 0}})
+    _set_ready_replicas(apps, ns, "nu-scheduler", 1)
     wait_for_vc(kube, ns, "nu", lambda vc: _ready(vc).get("status") == "True", 30, "nu recovered", operator)
     assert kube.runs(ns, "nu")["present"] == 1  # nothing to repair: no run
 
-    # A workload that is gone: repaired by a run, without a spec change or a restart.
-    apps.delete_namespaced_deployment("nu-apiserver", ns)
+    # Scaled to 0 as `kubectl scale` does: the collection's replica count is taken back by a run.
+    apps.patch_namespaced_deployment_scale("nu-apiserver", ns, {"spec": {"replicas": 0}}, field_manager="kubectl")
+    vc = wait_for_vc(kube, ns, "nu", lambda vc: _ready(vc).get("reason") == "ControlPlaneDegraded", 30,
+                     "nu degraded by the scale", operator)
+    assert _ready(vc)["message"] == "Deployment nu-apiserver: spec.replicas is 0 where the collection set 1"
     wait_until(lambda: kube.runs(ns, "nu")["present"] == 2, COMPLETED, "nu repaired", operator.process)
-    assert "repairing: Deployment nu-apiserver is missing" in operator.log()
-    wait_for_vc(kube, ns, "nu", completed(), COMPLETED, "nu Completed again", operator)
-    apps.read_namespaced_deployment("nu-apiserver", ns)
-    assert stays(lambda: kube.runs(ns, "nu")["present"] == 2, 6)
+    assert "repairing: Deployment nu-apiserver: spec.replicas is 0 where the collection set 1" in operator.log()
+    wait_for_vc(kube, ns, "nu", lambda vc: _ready(vc).get("status") == "True", COMPLETED, "nu Ready again",
+                operator)
+    assert apps.read_namespaced_deployment("nu-apiserver", ns).spec.replicas == 1
+
+    # An image changed as `kubectl set image` does: taken back the same way.
+    apps.patch_namespaced_deployment("nu-scheduler", ns, {"spec": {"template": {"spec": {"containers": [
+        {"name": "c", "image": "example.invalid/other:1"}]}}}}, field_manager="kubectl-set")
+    wait_until(lambda: kube.runs(ns, "nu")["present"] == 3, COMPLETED, "nu repaired again", operator.process)
+    assert "repairing: Deployment nu-scheduler: spec.template.spec.containers[name=c].image changed by kubectl-set" \
+        in operator.log()
+    wait_for_vc(kube, ns, "nu", lambda vc: _ready(vc).get("status") == "True", COMPLETED, "nu Ready again",
+                operator)
+    assert apps.read_namespaced_deployment("nu-scheduler", ns).spec.template.spec.containers[0].image == \
+        "kubenest.local/pause:1"
+
+    # A workload that is gone: repaired by a run, without a spec change or a restart.
+    apps.delete_namespaced_deployment("nu-controller-manager", ns)
+    wait_until(lambda: kube.runs(ns, "nu")["present"] == 4, COMPLETED, "nu repaired a third time",
+               operator.process)
+    assert "repairing: Deployment nu-controller-manager is missing" in operator.log()
+    wait_until(lambda: _exists(apps, ns, "nu-controller-manager"), COMPLETED, "nu-controller-manager back",
+               operator.process)
+    _set_ready_replicas(apps, ns, "nu-controller-manager", 1)  # its new object has no controller either
+    wait_for_vc(kube, ns, "nu", lambda vc: _ready(vc).get("status") == "True", COMPLETED, "nu Ready again",
+                operator)
+    assert stays(lambda: kube.runs(ns, "nu")["present"] == 4, 6)

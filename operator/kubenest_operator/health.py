@@ -1,0 +1,201 @@
+"""How a virtual cluster's control plane stands against what the collection last applied.
+
+One assessment serves the operator's start (resume: does this virtual cluster need a run?) and the periodic
+look (control_plane_health: report it in Ready, repair it with a run). It compares what exists in the host
+namespace with what the last successful run left there (`status.controlPlaneObjects`, recorded by the operator
+from the objects the collection's field manager wrote), and asks the tenant's own API through its endpoint:
+
+- an object that is gone, or whose fields the collection set were changed by someone else (a Deployment
+  scaled to 0, an image or flag edited, a Service's ports or a NetworkPolicy changed), is repaired by a run;
+  the run's forced server-side apply takes the fields back;
+- a workload with fewer ready replicas than it has, or a tenant API that does not answer a consistent read, is
+  reported and waited out: controllers replace pods, a run would not help.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import kubernetes
+import yaml
+from kubernetes.client.rest import ApiException
+
+from . import owners
+from .certificates import PKI_SECRETS
+from .context import Context
+from .extravars import plain
+from .kube import TENANT_TIMEOUT_S
+
+LABEL = "kosmos.io/virtualcluster"
+
+
+@dataclass(frozen=True)
+class Finding:
+    text: str
+    repair: bool  # a playbook run puts it right; otherwise it is reported until it passes
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    list_call: Callable[[kubernetes.client.ApiClient], Callable[..., Any]]
+    compare: bool  # whether fields changed by others count (Secrets: the pki role keeps what it finds)
+    workload: bool = False
+
+
+KINDS = (
+    Kind("Deployment", lambda c: kubernetes.client.AppsV1Api(c).list_namespaced_deployment, True, True),
+    Kind("StatefulSet", lambda c: kubernetes.client.AppsV1Api(c).list_namespaced_stateful_set, True, True),
+    Kind("Service", lambda c: kubernetes.client.CoreV1Api(c).list_namespaced_service, True),
+    Kind("NetworkPolicy", lambda c: kubernetes.client.NetworkingV1Api(c).list_namespaced_network_policy, True),
+    Kind("Secret", lambda c: kubernetes.client.CoreV1Api(c).list_namespaced_secret, False),
+)
+KIND_BY_NAME = {kind.name: kind for kind in KINDS}
+
+
+def workloads(name: str) -> list[dict[str, Any]]:
+    """What the etcd and control_plane roles run for a virtual cluster: what is looked for when an older
+    operator recorded no objects."""
+    return [{"kind": "StatefulSet", "name": f"{name}-etcd"}] + [
+        {"kind": "Deployment", "name": f"{name}-{component}"}
+        for component in ("apiserver", "controller-manager", "scheduler")]
+
+
+def list_objects(client: kubernetes.client.ApiClient, namespace: str, name: str) -> dict[str, dict[str, Any]]:
+    """{"Kind/name": object as plain API data} of the virtual cluster's labelled objects (blocking)."""
+    found = {}
+    for kind in KINDS:
+        listed = kind.list_call(client)(namespace, label_selector=f"{LABEL}={name}",
+                                        _request_timeout=TENANT_TIMEOUT_S)
+        for item in listed.items:
+            obj = client.sanitize_for_serialization(item)
+            found[f"{kind.name}/{obj['metadata']['name']}"] = obj
+    return found
+
+
+def inventory(objects: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """What status.controlPlaneObjects records: each object the collection wrote, a digest of the fields it
+    set (owners.fields_digest) and, for workloads, the replicas it set."""
+    recorded = []
+    for key, obj in sorted(objects.items()):
+        if not owners.applied_by_collection(obj):
+            continue
+        kind, _, name = key.partition("/")
+        entry = {"kind": kind, "name": name, "fields": owners.fields_digest(obj)}
+        if KIND_BY_NAME[kind].workload:
+            entry["replicas"] = _replicas(obj)
+        recorded.append(entry)
+    return recorded
+
+
+def _replicas(obj: Mapping[str, Any]) -> int:
+    wanted = (obj.get("spec") or {}).get("replicas")
+    return 1 if wanted is None else int(wanted)
+
+
+def _missing(kind: str, name: str) -> Finding:
+    if kind == "Secret" and any(name.endswith(pattern.replace("{name}", "")) for pattern in PKI_SECRETS):
+        # A run would issue a new CA here, which no promoted node and no handed-out kubeconfig trusts.
+        return Finding(f"Secret {name} is missing: its certificate authorities come back only with a backup "
+                       "restored into a new virtual cluster (playbooks/etcd_restore.yml), not by a run", False)
+    return Finding(f"{kind} {name} is missing", True)
+
+
+def _changed(kind: Kind, name: str, obj: Mapping[str, Any], recorded: Mapping[str, Any]) -> str | None:
+    """How the object differs from what the collection set, or None. Only a field the collection lost since
+    its last run counts (so a field its own tools set under another name never does); whoever took it names it."""
+    replicas = kind.workload and "replicas" in recorded and _replicas(obj) != recorded["replicas"]
+    if replicas:
+        return f"{kind.name} {name}: spec.replicas is {_replicas(obj)} where the collection set {recorded['replicas']}"
+    if not recorded.get("fields") or owners.fields_digest(obj) == recorded["fields"]:
+        return None
+    others = owners.changed_by_others(obj)
+    if others:
+        return owners.describe(kind.name, name, others)
+    return f"{kind.name} {name}: a field the collection set was changed by another writer"
+
+
+def assess_objects(objects: Mapping[str, Mapping[str, Any]],
+                   expected: Sequence[Mapping[str, Any]]) -> list[Finding]:
+    """Findings about the host-side objects against the record of the last run (pure): gone, changed by
+    someone else, workloads not ready."""
+    findings = []
+    for recorded in sorted(expected, key=lambda entry: (entry.get("kind", ""), entry.get("name", ""))):
+        kind, name = KIND_BY_NAME.get(recorded.get("kind", "")), recorded.get("name", "")
+        if kind is None:
+            continue  # a kind a newer operator recorded: not this one's to judge
+        obj = objects.get(f"{kind.name}/{name}")
+        if obj is None:
+            findings.append(_missing(kind.name, name))
+            continue
+        changed = _changed(kind, name, obj, recorded) if kind.compare else None
+        if changed:
+            findings.append(Finding(changed, True))
+        elif kind.workload:
+            ready = int((obj.get("status") or {}).get("readyReplicas") or 0)
+            if ready < _replicas(obj):
+                findings.append(Finding(f"{kind.name} {name} has {ready} of {_replicas(obj)} replicas ready", False))
+    return findings
+
+
+def ask_tenant(kubeconfig: bytes) -> str | None:
+    """What is wrong with the tenant's API seen from outside, through its endpoint (blocking): it answers a
+    consistent read, which only an API server with its etcd behind it can."""
+    try:
+        client = kubernetes.config.new_client_from_config_dict(yaml.safe_load(kubeconfig))
+    except Exception as exc:  # a kubeconfig that cannot be used is the same as an API that does not answer
+        return f"the virtual cluster's API does not answer: {type(exc).__name__}"
+    try:
+        kubernetes.client.CoreV1Api(client).list_namespace(limit=1, _request_timeout=TENANT_TIMEOUT_S)
+    except ApiException as exc:
+        return f"the virtual cluster's API does not answer: HTTP {exc.status}"
+    except Exception as exc:  # unreachable, refused, timed out
+        return f"the virtual cluster's API does not answer: {type(exc).__name__}"
+    finally:
+        client.close()
+    return None
+
+
+async def admin_kubeconfig(ctx: Context, namespace: str, status: Mapping[str, Any]) -> bytes | None:
+    ref = status.get("kubeconfigSecretRef") or {}
+    if not ref.get("name"):
+        return None
+    try:
+        value = (await ctx.api.read_secret_data(namespace, ref["name"])).get(ref.get("key", ""))
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        value = None
+    return base64.b64decode(value) if value else None
+
+
+async def assess(ctx: Context, body: Mapping[str, Any]) -> list[Finding]:
+    """Everything wrong with the virtual cluster's control plane now; empty when it is as the last run left it."""
+    metadata, status = plain(body.get("metadata") or {}), plain(body.get("status") or {})
+    namespace, name = metadata["namespace"], metadata["name"]
+    objects = await asyncio.to_thread(list_objects, ctx.api.client, namespace, name)
+    expected = status.get("controlPlaneObjects") or workloads(name)
+    findings = assess_objects(objects, expected)
+    kubeconfig = await admin_kubeconfig(ctx, namespace, status)
+    if kubeconfig is None:
+        secret = (status.get("kubeconfigSecretRef") or {}).get("name")
+        recorded = any(entry.get("kind") == "Secret" and entry.get("name") == secret for entry in expected)
+        if f"Secret/{secret}" in objects or not recorded:  # else it was found missing above
+            findings.append(Finding("the admin kubeconfig is missing", True))
+    else:
+        problem = await asyncio.to_thread(ask_tenant, kubeconfig)
+        if problem:
+            findings.append(Finding(problem, False))
+    return findings
+
+
+async def record_inventory(ctx: Context, namespace: str, name: str) -> list[dict[str, Any]]:
+    """After a successful run: note in the status what it left, for later looks to compare against."""
+    objects = await asyncio.to_thread(list_objects, ctx.api.client, namespace, name)
+    recorded = inventory(objects)
+    await ctx.api.patch_virtualcluster_status(namespace, name, {"status": {"controlPlaneObjects": recorded}})
+    return recorded
