@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
+from ansible_collections.kosmos.kubenest.plugins.module_utils import globalnodes as protocol
 from kubernetes.client.rest import ApiException
 
 from .context import Context
@@ -32,9 +33,11 @@ from .kube import GLOBALNODES, GROUP, VERSION
 from .orphans import OrphanReturns
 
 CONTROL_PLANE_LABELS = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
-FREE, RESERVED, OCCUPIED = "free", "reserved", "occupied"
-# States that keep a GlobalNode's spec as it was when the node left the host cluster.
-AWAY = ("reserved", "occupied", "returning", "held")
+# The states are the claim protocol's (the collection's module_utils/globalnodes), and so are the writes that
+# move a node between them: stateSince and the Claimed condition move with every one.
+FREE, RESERVED = protocol.FREE, protocol.RESERVED
+# States that keep a GlobalNode's spec as it was when the node left the host cluster: every held one.
+AWAY = protocol.OWNED
 ATTEMPTS = 3
 # A reservation whose virtual cluster is gone is released only after this long: a playbook run without a
 # VirtualCluster object (plain ansible-playbook, AWX) holds reservations under a name no object has.
@@ -107,11 +110,19 @@ def sync_patch(record: Record, node: Mapping[str, Any]) -> dict[str, Any] | None
     return {"metadata": {"resourceVersion": record.resource_version}, "spec": spec}
 
 
-def free_patch(record: Record) -> dict[str, Any] | None:
+def free_patch(record: Record, at: str | None = None) -> dict[str, Any] | None:
     """Mark a GlobalNode without a state free, unless something set one meanwhile."""
     if record.state:
         return None
-    return {"metadata": {"resourceVersion": record.resource_version}, "status": {"state": FREE}}
+    node = {"metadata": {"name": record.name, "resourceVersion": record.resource_version}, "status": {}}
+    return protocol.transition_patch(node, None, FREE, "Registered", "in the pool of its host Node", at=at)
+
+
+def release_patch(body: Mapping[str, Any], at: str | None = None) -> dict[str, Any]:
+    """Free a reservation whose virtual cluster is gone, as the protocol's own release would."""
+    owner = (body.get("status") or {}).get("virtualCluster")
+    return protocol.transition_patch(plain(body), owner, FREE, "VirtualClusterGone",
+                                     f"released: its virtual cluster {owner} is gone", at=at)
 
 
 @kopf.index(GROUP, VERSION, GLOBALNODES)
@@ -208,9 +219,7 @@ async def resync(ctx: Context, logger: logging.Logger, orphans: OrphanReturns | 
         if await ctx.api.virtualcluster_exists(namespace, name):
             continue
         with contextlib.suppress(ApiException):  # 409: it moved on meanwhile; the next pass looks again
-            await ctx.api.patch_globalnode(record.name, {
-                "metadata": {"resourceVersion": record.resource_version},
-                "status": {"state": FREE, "virtualCluster": None}}, status=True)
+            await ctx.api.patch_globalnode(record.name, release_patch(body), status=True)
             logger.info(f"GlobalNode {record.name} released: its virtual cluster {owner} is gone")
 
 

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from ansible_collections.kosmos.kubenest.plugins.module_utils import globalnodes as protocol
 from kubernetes.client.rest import ApiException
 
 from .context import Context
@@ -22,7 +23,7 @@ from .extravars import build_extravars
 from .progress import RunTracker
 from .runs import new_run_id
 
-HELD_BY_OWNER = ("occupied", "returning")
+HELD_BY_OWNER = (protocol.OCCUPIED, protocol.RETURNING)
 
 
 def orphan_owner(globalnode: Mapping[str, Any]) -> tuple[str, str] | None:

@@ -59,6 +59,9 @@ def test_globalnodes_follow_host_nodes(kube, operators, nodes):
     wait_until(lambda: ((globalnode(kube, worker) or {}).get("status") or {}).get("state") == "free", TIMEOUT,
                "worker's GlobalNode free", operator.process)
     record = globalnode(kube, worker)
+    assert record["status"]["stateSince"]  # as the claim protocol writes every state
+    assert [(c["type"], c["status"], c["reason"]) for c in record["status"]["conditions"]] == [
+        ("Claimed", "False", "Registered")]
     assert record["spec"] == {"nodeIP": "10.20.0.11",
                               "labels": {"kubernetes.io/hostname": worker, "zone": "a"}}
     late = nodes.add(f"late-{tag}", {"zone": "b"}, "10.20.0.12")
@@ -94,5 +97,33 @@ def test_globalnodes_follow_host_nodes(kube, operators, nodes):
     kube.core.delete_node(late)
     wait_until(lambda: globalnode(kube, late) is None, TIMEOUT, "free GlobalNode deleted with its Node",
                operator.process)
-    assert globalnode(kube, worker)["status"] == {"state": "occupied", "virtualCluster": "tenants/vc1"}
+    status = globalnode(kube, worker)["status"]
+    assert (status["state"], status["virtualCluster"]) == ("occupied", "tenants/vc1")
     assert "GlobalNode" not in "".join(line for line in operator.log().splitlines() if "ERROR" in line)
+
+
+def test_a_reservation_whose_virtual_cluster_is_gone_is_released_as_the_protocol_releases(kube, operators):
+    """A reservation left by a run whose VirtualCluster is gone goes back to the pool after the grace period,
+    written as the collection's own transition writes it: stateSince and the Claimed condition move too."""
+    name = f"orphan-{uuid.uuid4().hex[:6]}"
+    kube.custom.create_cluster_custom_object(GROUP, VERSION, PLURAL, {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "GlobalNode", "metadata": {"name": name}, "spec": {}})
+    try:
+        stale = "2020-01-01T00:00:00Z"  # long past the grace period
+        kube.custom.patch_cluster_custom_object_status(GROUP, VERSION, PLURAL, name, {"status": {
+            "state": "reserved", "virtualCluster": "gone-ns/gone", "stateSince": stale, "conditions": [
+                {"type": "Claimed", "status": "True", "reason": "Reserved", "message": "for gone-ns/gone",
+                 "lastTransitionTime": stale}]}}, _content_type="application/merge-patch+json")
+        operator = operators.start("operator", "--namespace", kube.new_namespace("gn"), "--resync-interval", "2")
+        wait_until(lambda: globalnode(kube, name)["status"]["state"] == "free", TIMEOUT, "the reservation released",
+                   operator.process)
+        status = globalnode(kube, name)["status"]
+        assert "virtualCluster" not in status
+        assert status["stateSince"] > stale
+        [claimed] = status["conditions"]
+        assert (claimed["status"], claimed["reason"], claimed["message"]) == (
+            "False", "VirtualClusterGone", "released: its virtual cluster gone-ns/gone is gone")
+        assert claimed["lastTransitionTime"] > stale
+        assert f"GlobalNode {name} released: its virtual cluster gone-ns/gone is gone" in operator.log()
+    finally:
+        kube.custom.delete_cluster_custom_object(GROUP, VERSION, PLURAL, name)

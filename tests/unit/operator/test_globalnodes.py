@@ -9,6 +9,7 @@ from kubenest_operator.globalnodes import (
     internal_ip,
     is_control_plane,
     new_globalnode,
+    release_patch,
     sync_patch,
 )
 
@@ -61,7 +62,11 @@ def test_a_node_away_from_the_host_keeps_its_record_and_a_free_one_follows_its_n
 
 
 def test_only_a_stateless_record_is_marked_free():
-    assert free_patch(record()) == {"metadata": {"resourceVersion": "41"}, "status": {"state": "free"}}
+    assert free_patch(record(), at="2026-01-02T03:04:05Z") == {
+        "metadata": {"resourceVersion": "41"},
+        "status": {"state": "free", "virtualCluster": None, "stateSince": "2026-01-02T03:04:05Z", "conditions": [
+            {"type": "Claimed", "status": "False", "reason": "Registered", "message": "in the pool of its host Node",
+             "lastTransitionTime": "2026-01-02T03:04:05Z"}]}}
     assert free_patch(record(state="reserved")) is None
 
 
@@ -70,3 +75,17 @@ def test_record_from_a_globalnode_body():
             "status": {"state": "occupied", "virtualCluster": "t/vc"}}
     assert Record.from_body(body) == Record("w1", "7", "occupied", "10.0.0.1", {"a": "b"})
     assert Record.from_body({"metadata": {"name": "w2", "resourceVersion": "8"}}) == Record("w2", "8", None, None, {})
+
+
+def test_a_released_reservation_moves_as_the_protocol_moves_it():
+    """The operator's release of a reservation whose virtual cluster is gone writes what the collection's own
+    transition writes: stateSince and the Claimed condition move with the state."""
+    body = {"metadata": {"name": "w1", "resourceVersion": "9"},
+            "status": {"state": "reserved", "virtualCluster": "t/gone", "stateSince": "2026-01-01T00:00:00Z",
+                       "conditions": [{"type": "Claimed", "status": "True", "reason": "Reserved", "message": "m",
+                                       "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}
+    assert release_patch(body, at="2026-01-02T00:00:00Z") == {
+        "metadata": {"resourceVersion": "9"},
+        "status": {"state": "free", "virtualCluster": None, "stateSince": "2026-01-02T00:00:00Z", "conditions": [
+            {"type": "Claimed", "status": "False", "reason": "VirtualClusterGone",
+             "message": "released: its virtual cluster t/gone is gone", "lastTransitionTime": "2026-01-02T00:00:00Z"}]}}
