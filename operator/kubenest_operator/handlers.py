@@ -197,42 +197,26 @@ async def _complete(ctx: Context, body: kopf.Body, run: Run, retry: int, logger:
     nodes = st.node_entries(result.get("nodes") or [])
     wanted = _int(result.get("nodesWanted"))
     ready = sum(1 for node in nodes if node["ready"])
-    satisfied = result.get("nodesSatisfied") not in (False, "False", "false")
     endpoint = result.get("endpoint")
     addons = st.addons_condition(result.get("addons"), wanted)
-    if ready >= wanted:
-        phase, message = st.COMPLETED, None
-        nodes_condition = ("True", "AllNodesReady", f"{ready} of {wanted} nodes Ready")
-        if not st.addons_allow_ready(addons[0], wanted):
-            # Ready means what a user would check by hand: nodes with no DNS are not a working cluster.
-            phase, message = st.INITIALIZED, f"add-ons not ready: {addons[2]}"
-    elif not satisfied:
-        phase = st.PENDING
-        message = f"waiting for nodes: {result.get('nodesMessage') or f'{ready} of {wanted} nodes available'}"
-        nodes_condition = ("False", "WaitingForNodes", str(result.get("nodesMessage") or message))
-    else:
-        phase, message = st.INITIALIZED, f"{ready} of {wanted} nodes Ready"
-        nodes_condition = ("False", "NodesNotReady", message)
+    decided = st.readiness(ready, wanted, addons, reconciled=f"{run.playbook} succeeded in {run.outcome.seconds:.0f}s",
+                           not_ready=("NodesNotReady", f"{ready} of {wanted} nodes Ready"),
+                           satisfied=result.get("nodesSatisfied") not in (False, "False", "false"),
+                           waiting=str(result.get("nodesMessage") or ""),
+                           note=str(result.get("nodesNote") or "").strip())
     await ctx.api.patch_virtualcluster_status(namespace, name, st.succeeded(
         generation=generation, endpoint=str(endpoint) if endpoint else None, nodes=nodes, wanted=wanted,
-        secret_name=secret_name, secret_key=secret_key, progress=run.progress(), phase=phase, message=message,
-        waiting_since=node_queue.waiting_since(plain(body.get("status") or {}), phase),
+        secret_name=secret_name, secret_key=secret_key, progress=run.progress(), phase=decided.phase,
+        message=decided.message,
+        waiting_since=node_queue.waiting_since(plain(body.get("status") or {}), decided.phase),
         kubernetes_version=str(result["kubernetesVersion"]) if result.get("kubernetesVersion") else None))
-    note = str(result.get("nodesNote") or "").strip()
-    if note:
-        nodes_condition = (*nodes_condition[:2], f"{nodes_condition[2]}; {note}")
     previous = plain((body.get("status") or {}).get("conditions") or [])
-    nodes_ready = st.condition(st.NODES_READY, *nodes_condition, generation, previous)
+    nodes_ready = st.condition(st.NODES_READY, *decided.nodes, generation, previous)
     addons_ready = st.condition(st.ADDONS_READY, *addons, generation, previous)
-    if phase != st.COMPLETED:
-        # Ready means what a user would check by hand: never True with fewer Ready nodes than asked for.
-        reason, why = (nodes_condition[1], nodes_condition[2]) if nodes_condition[0] != "True" else addons[1:]
-        await _set_ready(ctx, body, "False", reason, why, generation, nodes_ready, addons_ready)
-        logger.info(f"{message}; looking again in {ctx.config.node_wait_interval:.0f}s")
-        raise kopf.TemporaryError(message, delay=ctx.config.node_wait_interval)
-    await _set_ready(ctx, body, "True", "Reconciled",
-                     f"{run.playbook} succeeded in {run.outcome.seconds:.0f}s", generation, nodes_ready,
-                     addons_ready)
+    await _set_ready(ctx, body, *decided.ready, generation, nodes_ready, addons_ready)
+    if decided.phase != st.COMPLETED:
+        logger.info(f"{decided.message}; looking again in {ctx.config.node_wait_interval:.0f}s")
+        raise kopf.TemporaryError(decided.message, delay=ctx.config.node_wait_interval)
     logger.info(f"ready at {endpoint or 'an unreported endpoint'} with {len(nodes)} node(s)")
     return generation
 

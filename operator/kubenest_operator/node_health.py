@@ -52,27 +52,17 @@ async def look(ctx: Context, body: kopf.Body, logger: logging.Logger) -> bool:
     ready = sum(1 for node in entries if node["ready"])
     generation = status.get("observedGeneration")
     not_ready = [node["name"] for node in entries if not node["ready"]]
-    addons = conditions.get(st.ADDONS_READY) or {}
-    if ready >= wanted:
-        phase, message = st.COMPLETED, None
-        nodes_condition = ("True", "AllNodesReady", f"{ready} of {wanted} nodes Ready")
-        if addons and not st.addons_allow_ready(addons.get("status"), wanted):
-            phase, message = st.INITIALIZED, f"add-ons not ready: {addons.get('message') or ''}"
-    else:
-        phase = st.INITIALIZED
-        message = f"{', '.join(not_ready)} not Ready in the virtual cluster ({ready} of {wanted} nodes Ready)"
-        nodes_condition = ("False", NODE_NOT_READY, message)
-    logger.warning(f"nodes changed: {nodes_condition[2]}")
+    addons = conditions.get(st.ADDONS_READY)
+    decided = st.readiness(
+        ready, wanted, (addons.get("status"), addons.get("reason"), addons.get("message") or "") if addons else None,
+        reconciled=f"{ready} of {wanted} nodes Ready",
+        not_ready=(NODE_NOT_READY, f"{', '.join(not_ready)} not Ready in the virtual cluster "
+                                   f"({ready} of {wanted} nodes Ready)"))
+    logger.warning(f"nodes changed: {decided.nodes[2]}")
     await ctx.api.patch_virtualcluster_status(body.metadata.namespace, body.metadata.name, {"status": {
-        "phase": phase, "message": message, "nodes": entries, "nodesReady": f"{ready}/{wanted}"}})
-    nodes_ready = st.condition(st.NODES_READY, *nodes_condition, generation, list(conditions.values()))
-    if phase == st.COMPLETED:
-        await _set_ready(ctx, body, "True", "Reconciled", nodes_condition[2], generation, nodes_ready)
-    elif nodes_condition[0] == "True":
-        await _set_ready(ctx, body, "False", addons.get("reason") or "AddonsNotReady", message, generation,
-                         nodes_ready)
-    else:
-        await _set_ready(ctx, body, "False", NODE_NOT_READY, message, generation, nodes_ready)
+        "phase": decided.phase, "message": decided.message, "nodes": entries, "nodesReady": f"{ready}/{wanted}"}})
+    nodes_ready = st.condition(st.NODES_READY, *decided.nodes, generation, list(conditions.values()))
+    await _set_ready(ctx, body, *decided.ready, generation, nodes_ready)
     return True
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .progress import Progress
@@ -144,3 +145,41 @@ def addons_allow_ready(addons_status: str | None, wanted: int) -> bool:
     """A virtual cluster with nodes is Ready only when its add-ons are; one without needs its control plane
     alone."""
     return wanted == 0 or addons_status == "True"
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """Where a virtual cluster stands from its nodes and add-ons: the phase, its message, and the NodesReady and
+    Ready conditions as (status, reason, message)."""
+
+    phase: str
+    message: str | None
+    nodes: tuple[str, str, str]
+    ready: tuple[str, str, str]
+
+
+def readiness(ready: int, wanted: int, addons: tuple[str, str, str] | None, *, reconciled: str,
+              not_ready: tuple[str, str], satisfied: bool = True, waiting: str = "", note: str = "") -> Readiness:
+    """The one decision both a run's report and the look at the nodes make (pure).
+
+    Ready means what a user would check by hand: never True with fewer Ready nodes than asked for, nor with nodes
+    but no working add-ons (DNS). `addons`: AddonsReady as (status, reason, message), None when unknown;
+    `reconciled`: Ready's message when all is well; `not_ready`: NodesReady's (reason, message) while nodes are
+    not Ready; `satisfied` False: the nodes asked for are not to be had (the host has too few, `waiting` says
+    why), which makes the phase Pending; `note`: added to NodesReady's message (nodes kept back, say).
+    """
+    def noted(condition: tuple[str, str, str]) -> tuple[str, str, str]:
+        return (*condition[:2], f"{condition[2]}; {note}") if note else condition
+
+    if ready >= wanted:
+        nodes = noted(("True", "AllNodesReady", f"{ready} of {wanted} nodes Ready"))
+        if addons is not None and not addons_allow_ready(addons[0], wanted):
+            return Readiness(INITIALIZED, f"add-ons not ready: {addons[2]}", nodes,
+                             ("False", addons[1] or "AddonsNotReady", addons[2]))
+        return Readiness(COMPLETED, None, nodes, ("True", "Reconciled", reconciled))
+    if not satisfied:
+        message = f"waiting for nodes: {waiting or f'{ready} of {wanted} nodes available'}"
+        nodes = noted(("False", "WaitingForNodes", waiting or message))
+        return Readiness(PENDING, message, nodes, nodes)
+    nodes = noted(("False", *not_ready))
+    return Readiness(INITIALIZED, not_ready[1], nodes, nodes)

@@ -104,3 +104,26 @@ def test_addons_ready_follows_the_run_and_says_no_nodes_when_there_are_none():
 def test_ready_needs_the_addons_only_when_there_are_nodes():
     assert st.addons_allow_ready("False", 0) and st.addons_allow_ready("True", 3)
     assert not st.addons_allow_ready("False", 1) and not st.addons_allow_ready("Unknown", 1)
+
+
+def test_readiness_is_one_decision_for_a_runs_report_and_the_look_at_the_nodes():
+    addons_ok, addons_bad = ("True", "AddonsReady", "dns up"), ("False", "AddonsNotReady", "coredns 0/1")
+    kwargs = {"reconciled": "ran", "not_ready": ("NodesNotReady", "1 of 2 nodes Ready")}
+    done = st.readiness(2, 2, addons_ok, **kwargs)
+    assert (done.phase, done.message, done.nodes, done.ready) == (
+        "Completed", None, ("True", "AllNodesReady", "2 of 2 nodes Ready"), ("True", "Reconciled", "ran"))
+    # Nodes but no DNS: not a working cluster.
+    no_dns = st.readiness(2, 2, addons_bad, **kwargs)
+    assert (no_dns.phase, no_dns.message, no_dns.ready) == (
+        "Initialized", "add-ons not ready: coredns 0/1", ("False", "AddonsNotReady", "coredns 0/1"))
+    # Without nodes the control plane alone makes it Ready.
+    assert st.readiness(0, 0, ("False", "NoNodes", "waits"), **kwargs).phase == "Completed"
+    short = st.readiness(1, 2, addons_ok, note="kn-w3 kept back", **kwargs)
+    assert short.phase == "Initialized" and short.ready == short.nodes == (
+        "False", "NodesNotReady", "1 of 2 nodes Ready; kn-w3 kept back")
+    waiting = st.readiness(0, 2, None, satisfied=False, **kwargs)
+    assert (waiting.phase, waiting.message, waiting.ready) == (
+        "Pending", "waiting for nodes: 0 of 2 nodes available",
+        ("False", "WaitingForNodes", "waiting for nodes: 0 of 2 nodes available"))
+    told = st.readiness(0, 2, None, satisfied=False, waiting="the pool has 1 node", **kwargs)
+    assert told.message == "waiting for nodes: the pool has 1 node" and told.nodes[2] == "the pool has 1 node"
