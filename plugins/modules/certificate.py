@@ -30,31 +30,6 @@ options:
     description: Create a self-signed certificate authority.
     type: bool
     default: false
-  common_name:
-    description: Subject CN. Kubernetes reads it as the user name of a client certificate.
-    type: str
-    required: true
-  organizations:
-    description: Subject O values. Kubernetes reads them as the groups of a client certificate.
-    type: list
-    elements: str
-    default: []
-  dns_names:
-    description: DNS subject alternative names.
-    type: list
-    elements: str
-    default: []
-  ip_addresses:
-    description: IP subject alternative names.
-    type: list
-    elements: str
-    default: []
-  usages:
-    description: Extended key usages of a leaf certificate.
-    type: list
-    elements: str
-    choices: [server, client]
-    default: [client]
   validity_days:
     description:
       - Lifetime of a new certificate (never longer than its CA's). Defaults to 3650 for a CA, 365 otherwise.
@@ -69,6 +44,7 @@ options:
 extends_documentation_fragment:
   - kosmos.kubenest.credential_files
   - kosmos.kubenest.credential_files.keys
+  - kosmos.kubenest.certificate_subject
 """
 
 EXAMPLES = r"""

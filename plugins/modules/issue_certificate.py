@@ -23,31 +23,6 @@ options:
     description: Path (without extension) of the signing CA pair on the controller.
     type: path
     required: true
-  common_name:
-    description: Subject CN.
-    type: str
-    required: true
-  organizations:
-    description: Subject O values.
-    type: list
-    elements: str
-    default: []
-  dns_names:
-    description: DNS subject alternative names.
-    type: list
-    elements: str
-    default: []
-  ip_addresses:
-    description: IP subject alternative names.
-    type: list
-    elements: str
-    default: []
-  usages:
-    description: Extended key usages.
-    type: list
-    elements: str
-    choices: [server, client]
-    default: [client]
   validity_days:
     description: Lifetime of the certificate (never longer than its CA's). May be fractional.
     type: float
@@ -67,6 +42,8 @@ attributes:
   action:
     support: full
     description: Runs on the controller.
+extends_documentation_fragment:
+  - kosmos.kubenest.certificate_subject
 """
 
 EXAMPLES = r"""
