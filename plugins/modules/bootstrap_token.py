@@ -49,11 +49,9 @@ attributes:
   diff_mode:
     support: none
     description: Nothing to show as a diff.
-  action:
-    support: full
-    description: Runs on the controller.
 extends_documentation_fragment:
   - kosmos.kubenest.kube_client.connection
+  - kosmos.kubenest.attributes.action
 """
 
 EXAMPLES = r"""

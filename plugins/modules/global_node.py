@@ -150,14 +150,12 @@ attributes:
   diff_mode:
     support: full
     description: Shows each moved node's state and holder before and after.
-  action:
-    support: full
-    description: Runs on the controller.
 notes:
   - A reservation left behind by an interrupted run is kept by its virtual cluster (the next run of the same
     virtual cluster resumes with it) and is released by the operator once that virtual cluster is gone.
 extends_documentation_fragment:
   - kosmos.kubenest.kube_client.connection
+  - kosmos.kubenest.attributes.action
 """
 
 EXAMPLES = r"""

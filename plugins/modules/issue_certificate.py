@@ -39,11 +39,9 @@ attributes:
   diff_mode:
     support: none
     description: Writes nothing.
-  action:
-    support: full
-    description: Runs on the controller.
 extends_documentation_fragment:
   - kosmos.kubenest.certificate_subject
+  - kosmos.kubenest.attributes.action
 """
 
 EXAMPLES = r"""

@@ -82,11 +82,9 @@ attributes:
   diff_mode:
     support: none
     description: No diff.
-  action:
-    support: full
-    description: Runs on the controller.
 extends_documentation_fragment:
   - kosmos.kubenest.kube_client.connection
+  - kosmos.kubenest.attributes.action
 notes:
   - Kubeconfig users that authenticate through an exec or auth-provider plugin are refused; use a client
     certificate or a token.

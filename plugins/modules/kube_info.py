@@ -76,11 +76,9 @@ attributes:
   diff_mode:
     support: none
     description: Only reads.
-  action:
-    support: full
-    description: Runs on the controller.
 extends_documentation_fragment:
   - kosmos.kubenest.kube_client.connection
+  - kosmos.kubenest.attributes.action
 """
 
 EXAMPLES = r"""

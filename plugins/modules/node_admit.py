@@ -44,12 +44,10 @@ attributes:
   diff_mode:
     support: none
     description: Nothing to show as a diff.
-  action:
-    support: full
-    description: Runs on the controller.
 extends_documentation_fragment:
   - kosmos.kubenest.kube_client.connection
   - kosmos.kubenest.kube_client.serving_csr
+  - kosmos.kubenest.attributes.action
 """
 
 EXAMPLES = r"""

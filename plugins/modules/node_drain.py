@@ -64,11 +64,9 @@ attributes:
   diff_mode:
     support: none
     description: No diff.
-  action:
-    support: full
-    description: Runs on the controller.
 extends_documentation_fragment:
   - kosmos.kubenest.kube_client.connection
+  - kosmos.kubenest.attributes.action
 """
 
 EXAMPLES = r"""

@@ -156,11 +156,9 @@ attributes:
   diff_mode:
     support: none
     description: Secrets are not shown.
-  action:
-    support: full
-    description: Runs on the controller.
 extends_documentation_fragment:
   - kosmos.kubenest.kube_client.connection
+  - kosmos.kubenest.attributes.action
 seealso:
   - module: kosmos.kubenest.certificate
   - module: kosmos.kubenest.secret_files

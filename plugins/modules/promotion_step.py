@@ -34,9 +34,8 @@ attributes:
   diff_mode:
     support: none
     description: Nothing to compare.
-  action:
-    support: full
-    description: Runs on the controller.
+extends_documentation_fragment:
+  - kosmos.kubenest.attributes.action
 """
 
 EXAMPLES = r"""

@@ -45,9 +45,8 @@ attributes:
   diff_mode:
     support: none
     description: Scratch space has nothing to compare.
-  action:
-    support: full
-    description: Runs on the controller.
+extends_documentation_fragment:
+  - kosmos.kubenest.attributes.action
 """
 
 EXAMPLES = r"""

@@ -62,11 +62,9 @@ attributes:
   diff_mode:
     support: none
     description: Nothing changes.
-  action:
-    support: full
-    description: Runs on the controller.
 extends_documentation_fragment:
   - kosmos.kubenest.kube_client.connection
+  - kosmos.kubenest.attributes.action
 """
 
 EXAMPLES = r"""
