@@ -18,6 +18,10 @@ description:
     Other sources are not affected.
   - The chain is replaced in one C(iptables-restore) transaction, so there is no moment with half the rules.
     Idempotent; a chain that already holds the rules reports no change.
+  - The chains outlive a reboot. With O(persist), each chain as it was put in force is also kept in
+    C(/etc/kubenest/firewall/<chain>.v4) (and C(.v6)), which the unit C(kubenest-firewall.service) (written and
+    enabled here, in C(sysinit.target)) restores at boot before the node's network, container runtime and
+    kubelet start. A chain that is removed takes its file with it.
   - Runs on one node take turns, holding a lock file per chain under C(/run/lock) (or C(/run)). Runs that move
     several nodes at once, or runs of several virtual clusters, may judge the same node together; each then
     reads what the one before it left.
@@ -91,6 +95,10 @@ options:
       IPv6 O(ipv6_deny_unlisted) judges. Required with O(ipv6_deny_unlisted).
     type: str
     version_added: 1.4.0
+  persist:
+    description: Keep the chains for the next boot (see above). False leaves the files as they are.
+    type: bool
+    default: true
 attributes:
   check_mode:
     support: full
@@ -345,6 +353,93 @@ def _ipv6(module, params):
     return Firewall(module, chain, "ip6tables", interface), wanted, interface
 
 
+PERSIST_DIR = "etc/kubenest/firewall"
+UNIT_NAME = "kubenest-firewall.service"
+# Runs the kept chains back in at boot; its own directory names where they are (a test runs it elsewhere).
+RESTORE_SCRIPT = """#!/bin/sh
+# Written by kosmos.kubenest.node_firewall: the node isolation chains as last put in force, back at boot.
+set -e
+dir=$(dirname "$0")
+for file in "$dir"/*.v4; do
+    [ -e "$file" ] || continue
+    iptables-restore -w 5 --noflush < "$file"
+done
+for file in "$dir"/*.v6; do
+    [ -e "$file" ] || continue
+    ip6tables-restore -w 5 --noflush < "$file"
+done
+"""
+UNIT = """[Unit]
+Description=kosmos.kubenest node isolation chains, back before the node's services start
+DefaultDependencies=no
+After=local-fs.target systemd-modules-load.service
+Before=network-pre.target containerd.service kubelet.service
+Wants=network-pre.target
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/bin/sh /%s/restore
+
+[Install]
+WantedBy=sysinit.target
+""" % PERSIST_DIR
+
+
+def _write(path, content, mode=0o644):
+    """Write `content` to `path` atomically; return whether it changed."""
+    try:
+        with open(path) as fh:
+            if fh.read() == content:
+                return False
+    except OSError:
+        pass
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = "%s.tmp%d" % (path, os.getpid())
+    with open(tmp, "w") as fh:
+        fh.write(content)
+    os.chmod(tmp, mode)
+    os.rename(tmp, path)
+    return True
+
+
+def _remove(path):
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def persist(root, chain, script4, script6, check_mode=False):
+    """Keep the chains' restore input (None: no such chain) for the boot unit; return whether anything changed.
+    `root` is "/" on a node."""
+    directory = os.path.join(root, PERSIST_DIR)
+    wanted = {os.path.join(directory, "%s.v4" % chain): script4, os.path.join(directory, "%s.v6" % chain): script6}
+    unit = os.path.join(root, "etc/systemd/system", UNIT_NAME)
+    link = os.path.join(root, "etc/systemd/system/sysinit.target.wants", UNIT_NAME)
+    if check_mode:
+        def same(path, content):
+            try:
+                with open(path) as fh:
+                    return fh.read() == content
+            except OSError:
+                return content is None
+        return not (all(same(path, content) for path, content in wanted.items())
+                    and same(os.path.join(directory, "restore"), RESTORE_SCRIPT) and same(unit, UNIT)
+                    and os.path.islink(link))
+    changed = False
+    for path, content in wanted.items():
+        changed = (_write(path, content, 0o600) if content is not None else _remove(path)) or changed
+    changed = _write(os.path.join(directory, "restore"), RESTORE_SCRIPT, 0o755) or changed
+    changed = _write(unit, UNIT) or changed
+    if not os.path.islink(link):
+        os.makedirs(os.path.dirname(link), exist_ok=True)
+        os.symlink("../%s" % UNIT_NAME, link)
+        changed = True
+    return changed
+
+
 def lock_path(chain):
     directory = "/run/lock" if os.path.isdir("/run/lock") else "/run"
     return os.path.join(directory, "kubenest-firewall-%s.lock" % chain.lower())
@@ -361,17 +456,17 @@ def one_at_a_time(chain, path=None):
         os.close(fd)
 
 
-def run(module, lock=None):
-    """`lock`: the lock file's path (tests); the node's own by default."""
+def run(module, lock=None, root="/"):
+    """`lock`: the lock file's path, `root`: where the boot files go (tests); the node's own by default."""
     try:
         _check_chain(module.params["chain"])
     except InvalidRule as exc:
         module.fail_json(msg=str(exc))
     with one_at_a_time(module.params["chain"], lock):
-        _converge(module)
+        _converge(module, root)
 
 
-def _converge(module):
+def _converge(module, root):
     params = module.params
     try:
         wanted = chain_rules(params["chain"], params["allow"], params["deny"]) if params["state"] == "present" else []
@@ -400,6 +495,12 @@ def _converge(module):
                 firewall6.apply(wanted6)
         changed = changed or changed6
     rules6 = wanted6 or []
+    if params.get("persist", True):
+        present = params["state"] == "present"
+        script4 = restore_script(params["chain"], wanted, jump=firewall.jump) if present else None
+        script6 = (restore_script(params["chain"], wanted6, jump=firewall6.jump)
+                   if present and firewall6 is not None and wanted6 is not None else None)
+        changed = persist(root, params["chain"], script4, script6, module.check_mode) or changed
     diff = {"before": "\n".join((before or []) + (before6 or [])) + "\n",
             "after": "\n".join(wanted + rules6) + "\n"}
     module.exit_json(changed=changed, rules=wanted, rules6=rules6, interface=interface, diff=diff)
@@ -419,6 +520,7 @@ def main():
             "ipv6_deny_unlisted": {"type": "bool", "default": False},
             "ipv6_allow": {"type": "list", "elements": "str", "default": []},
             "node_address": {"type": "str"},
+            "persist": {"type": "bool", "default": True},
         },
         supports_check_mode=True,
     )

@@ -54,8 +54,9 @@ class NamespacedModule:
 
     def __init__(self, netns, check_mode=False, **params):
         self.netns, self.check_mode = netns, check_mode
+        # The boot files are the last test's: the others leave the machine's /etc alone.
         self.params = {"state": "present", "chain": CHAIN, "allow": [], "deny": [], "ipv6_deny_unlisted": False,
-                       "ipv6_allow": [], "node_address": None, **params}
+                       "ipv6_allow": [], "node_address": None, "persist": False, **params}
 
     def get_bin_path(self, name, required=False):
         return shutil.which(name)
@@ -310,3 +311,50 @@ def test_runs_that_judge_the_same_node_at_once_take_turns(wired, tmp_path):
             thread.join(120)
         assert sorted(outcomes) == [("done", False)] * 3 + [("done", True)], outcomes
         assert _ns(node, "iptables", "-t", "mangle", "-S", CHAIN, check=False).returncode != 0
+
+
+def test_the_chains_come_back_after_a_reboot_from_what_the_last_run_kept(wired, tmp_path):
+    """A reboot empties the kernel's tables. What the run put in force is kept for the boot unit, whose script
+    (run here in a fresh namespace, as at boot) puts it back: the first tenant node is kept out again."""
+    node, t1 = wired["node"], wired["t1"]
+    root, lock = tmp_path / "root", str(tmp_path / "firewall.lock")
+    params = {"deny": ["10.77.1.2"], "allow": [{"sources": ["10.77.1.2"], "tcp_ports": [NODE_PORT]}],
+              "persist": True}
+
+    def run(netns, **extra):
+        try:
+            node_firewall.run(NamespacedModule(netns, **{**params, **extra}), lock=lock, root=str(root))
+        except Done as done:
+            return done.result
+        raise AssertionError("the module did not exit")
+
+    first = run(node)
+    assert first["changed"] and not _connects(t1, "10.77.1.1", OTHER)
+    kept = root / "etc/kubenest/firewall"
+    assert (kept / f"{CHAIN}.v4").read_text().startswith("*mangle\n")
+    unit = (root / "etc/systemd/system/kubenest-firewall.service").read_text()
+    assert "ExecStart=/bin/sh /etc/kubenest/firewall/restore" in unit and "Before=network-pre.target" in unit
+    assert (root / "etc/systemd/system/sysinit.target.wants/kubenest-firewall.service").resolve() == \
+        (root / "etc/systemd/system/kubenest-firewall.service")
+    assert run(node)["changed"] is False  # kept as it is in force
+    (kept / f"{CHAIN}.v4").unlink()  # a node whose chain predates keeping it
+    try:
+        node_firewall.run(NamespacedModule(node, check_mode=True, **params), lock=lock, root=str(root))
+    except Done as done:
+        assert done.result["changed"] and not (kept / f"{CHAIN}.v4").exists()  # check mode writes nothing
+    assert run(node)["changed"] and (kept / f"{CHAIN}.v4").exists()
+
+    # "Reboot": the node's tables emptied, as a fresh boot has them; the boot unit's script restores them.
+    _ns(node, "iptables", "-t", "mangle", "-D", "PREROUTING", "-j", CHAIN)
+    _ns(node, "iptables", "-t", "mangle", "-F", CHAIN)
+    _ns(node, "iptables", "-t", "mangle", "-X", CHAIN)
+    assert _connects(t1, "10.77.1.1", OTHER)  # open: what a rebooted node was until now
+    _ns(node, "sh", str(kept / "restore"))
+    assert not _connects(t1, "10.77.1.1", OTHER) and _connects(t1, "10.77.1.1", NODE_PORT)
+    assert run(node)["changed"] is False  # exactly what the run puts in force, jump included
+
+    # Removed: the kept chain goes too, so a reboot brings back nothing.
+    assert run(node, state="absent")["changed"]
+    assert not (kept / f"{CHAIN}.v4").exists()
+    _ns(node, "sh", str(kept / "restore"))
+    assert _ns(node, "iptables", "-t", "mangle", "-S", CHAIN, check=False).returncode != 0
