@@ -84,7 +84,7 @@ def inventory(objects: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
     for key, obj in sorted(objects.items()):
         if not owners.applied_by_collection(obj):
             continue
-        kind, _, name = key.partition("/")
+        kind, name = key.split("/", 1)
         entry = {"kind": kind, "name": name, "fields": owners.fields_digest(obj)}
         if KIND_BY_NAME[kind].workload:
             entry["replicas"] = _replicas(obj)

@@ -31,7 +31,7 @@ def _step(key: str) -> str | None:
     """One fieldsV1 key as a readable path step: f:name -> name, k:{"name":"x"} -> [name=x], v:... -> [value]."""
     if key == ".":
         return None
-    kind, _, rest = key.partition(":")
+    kind, rest = key.split(":", 1) if ":" in key else (key, "")
     if kind == "f":
         return rest
     if kind == "k":

@@ -280,6 +280,16 @@ def _judge_ipv6(node, t1, link, peer):
     assert _module(node, state="absent")["changed"] is False
 
 
+def _remove_at_once(node, lock, barrier, outcomes):
+    barrier.wait()
+    try:
+        node_firewall.run(NamespacedModule(node, state="absent"), lock=lock)
+    except Done as done:
+        outcomes.append(("done", done.result["changed"]))
+    except AssertionError as exc:
+        outcomes.append(("failed", str(exc)))
+
+
 def test_runs_that_judge_the_same_node_at_once_take_turns(wired, tmp_path):
     """Two nodes returned together each put the plan in force on every node (and runs of other virtual clusters
     may too): on one node their reads and writes of the chain used to interleave, and the second removal of a
@@ -294,17 +304,8 @@ def test_runs_that_judge_the_same_node_at_once_take_turns(wired, tmp_path):
         except Done as done:
             assert done.result["rules"]
         barrier, outcomes = threading.Barrier(4), []
-
-        def remove(outcomes=outcomes, barrier=barrier):
-            barrier.wait()
-            try:
-                node_firewall.run(NamespacedModule(node, state="absent"), lock=lock)
-            except Done as done:
-                outcomes.append(("done", done.result["changed"]))
-            except AssertionError as exc:
-                outcomes.append(("failed", str(exc)))
-
-        threads = [threading.Thread(target=remove) for _ in range(4)]
+        threads = [threading.Thread(target=_remove_at_once, args=(node, lock, barrier, outcomes))
+                   for _thread in range(4)]
         for thread in threads:
             thread.start()
         for thread in threads:

@@ -63,7 +63,7 @@ def test_a_long_list_of_fields_is_cut_in_the_message():
 
 
 def _recorded(key: str, obj: dict | None = None, **extra) -> dict:
-    kind, _, name = key.partition("/")
+    kind, name = key.split("/", 1)
     entry = {"kind": kind, "name": name, **extra}
     if obj is not None:
         entry["fields"] = owners.fields_digest(obj)
