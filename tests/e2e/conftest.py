@@ -10,7 +10,7 @@ import time
 import pytest
 
 from sandbox.machines.config import REPO_ROOT, from_env
-from tests.support import rotation
+from tests.support import bringup, rotation
 
 SAMPLED: list[str] = []  # the long points of the rotating sample that ran
 
@@ -25,8 +25,8 @@ def pytest_collection_modifyitems(config, items):
     # Groups for `pytest -n 2 --dist loadgroup` (make e2e): everything that shares the default sandbox is one group,
     # on one worker; each module marked `machines` brings up machines of its own (bridge, range, names, state dir)
     # and is a group of its own. pytest-xdist hands out the largest group first, so the sandbox's keeps one worker
-    # and the other takes the machine modules one after the other: the kubeadm host comes up once the node-machine
-    # tests are done, with the sandbox's host already up (both bootstrapping at once starved on a cold 2-core run).
+    # and the other takes the machine modules one after the other; a host cluster's bring-up waits for another's
+    # (tests/support/bringup.py: both bootstrapping at once starved on a cold 2-core run).
     for item in items:
         machines = item.get_closest_marker("machines") is not None
         item.add_marker(pytest.mark.xdist_group(item.module.__name__.rpartition(".")[2] if machines else "sandbox"))
@@ -85,8 +85,9 @@ def host_cluster():
 
     started = time.monotonic()
     try:
-        run_python("-m", "sandbox.machines", "up")
-        run_python("-m", "sandbox.cluster", "up")
+        with bringup.one_at_a_time("the sandbox's host cluster"):
+            run_python("-m", "sandbox.machines", "up")
+            run_python("-m", "sandbox.cluster", "up")
     except BaseException:
         down()
         raise

@@ -29,6 +29,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from sandbox.machines.config import NETWORK_VARS, REPO_ROOT, from_env
+from tests.support import bringup
 from tests.support.exec_plugin import credential, in_minutes, plugin_dir, runs
 from tests.support.http import get_text
 from tests.support.nodes import globalnode, globalnode_free, host_node_ready, on_node, tenant_traces
@@ -50,9 +51,9 @@ CIDR = "198.18.4.0/24"
 PREFIX = "ka"
 UP_TIMEOUT = 2400  # a cold cache builds Kubernetes, the images and the bare image first
 
-# In make e2e on the worker of the machine modules, after the node-machine tests (tests/e2e/conftest.py): the
-# sandbox's host is up by then. Started at the same moment as the sandbox's bootstrap, on a cold 2-core run both
-# starved (the sandbox's bootstrap and the tenant's control plane timed out).
+# In make e2e on the worker of the machine modules, after the node-machine tests (tests/e2e/conftest.py), and
+# never while the sandbox's host comes up (tests/support/bringup.py): two bootstraps at once on a cold 2-core run
+# starved each other.
 pytestmark = [
     pytest.mark.machines,
     pytest.mark.slow,
@@ -63,9 +64,10 @@ pytestmark = [
 
 
 def _up(env) -> tuple[subprocess.CompletedProcess, float]:
-    started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "sandbox.kubeadm", "up"], cwd=REPO_ROOT, env=env,
-                          capture_output=True, text=True, timeout=UP_TIMEOUT, check=False)
+    with bringup.one_at_a_time("the kubeadm host"):
+        started = time.monotonic()
+        proc = subprocess.run([sys.executable, "-m", "sandbox.kubeadm", "up"], cwd=REPO_ROOT, env=env,
+                              capture_output=True, text=True, timeout=UP_TIMEOUT, check=False)
     assert proc.returncode == 0, f"sandbox.kubeadm up failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
     return proc, time.monotonic() - started
 

@@ -25,7 +25,7 @@ from kubernetes import config as k8s_config
 from sandbox.kubeadm.host import ssh_key, state_dir
 from sandbox.machines.config import REPO_ROOT, from_env
 from sandbox.registry import of as registry_of
-from tests.support import quickstart
+from tests.support import bringup, quickstart
 from tests.support.nodes import host_node_ready
 from tests.support.virtualclusters import wait_for
 
@@ -72,8 +72,9 @@ def site(tmp_path_factory):
            "KUBENEST_NODE_PREFIX": PREFIX, "KUBENEST_CONTROL_PLANES": "1", "KUBENEST_WORKERS": "1"}
     sb = from_env(state_dir=state, bridge=BRIDGE, cidr=CIDR, prefix=PREFIX, control_planes=1, workers=1)
     try:
-        proc = subprocess.run([sys.executable, "-m", "sandbox.kubeadm", "up", "--no-agents"], cwd=REPO_ROOT,
-                              env=env, capture_output=True, text=True, timeout=UP_TIMEOUT, check=False)
+        with bringup.one_at_a_time("the quick start's kubeadm host"):
+            proc = subprocess.run([sys.executable, "-m", "sandbox.kubeadm", "up", "--no-agents"], cwd=REPO_ROOT,
+                                  env=env, capture_output=True, text=True, timeout=UP_TIMEOUT, check=False)
         assert proc.returncode == 0, f"sandbox.kubeadm up failed:\n{proc.stderr[-6000:]}"
         reg = registry_of(sb)
         worker = [n.name for n in sb.nodes if n.role != "control_plane"][0]
