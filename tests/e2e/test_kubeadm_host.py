@@ -51,12 +51,14 @@ CIDR = "198.18.4.0/24"
 PREFIX = "ka"
 UP_TIMEOUT = 2400  # a cold cache builds Kubernetes, the images and the bare image first
 
-# In make e2e on the worker of the machine modules, after the node-machine tests (tests/e2e/conftest.py), and
-# never while the sandbox's host comes up (tests/support/bringup.py): two bootstraps at once on a cold 2-core run
-# starved each other.
+# Marked long, so make e2e skips it: make test runs it as a tier of its own (make e2e-kubeadm) once the
+# sandbox's host is down. In make e2e beside the sandbox's tests (on the worker of the machine modules), two cold
+# runs here had the sandbox's bootstrap fail (CoreDNS found no Ready node in 60 s), the second with the kubeadm
+# host waiting for the sandbox's bring-up (tests/support/bringup.py); until that is understood it stays apart.
 pytestmark = [
     pytest.mark.machines,
     pytest.mark.slow,
+    pytest.mark.long,
     pytest.mark.skipif(os.geteuid() != 0, reason="node machines need root"),
     pytest.mark.skipif(not (shutil.which("systemd-nspawn") and shutil.which("debootstrap")),
                        reason="needs systemd-nspawn (systemd-container) and debootstrap"),
