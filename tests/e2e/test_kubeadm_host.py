@@ -52,9 +52,7 @@ PREFIX = "ka"
 UP_TIMEOUT = 2400  # a cold cache builds Kubernetes, the images and the bare image first
 
 # Marked long, so make e2e skips it: make test runs it as a tier of its own (make e2e-kubeadm) once the
-# sandbox's host is down. In make e2e beside the sandbox's tests (on the worker of the machine modules), two cold
-# runs here had the sandbox's bootstrap fail (CoreDNS found no Ready node in 60 s), the second with the kubeadm
-# host waiting for the sandbox's bring-up (tests/support/bringup.py); until that is understood it stays apart.
+# sandbox's host is down. Its bring-up never overlaps another host's (tests/support/bringup.py).
 pytestmark = [
     pytest.mark.machines,
     pytest.mark.slow,
