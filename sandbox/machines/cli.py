@@ -1,4 +1,4 @@
-"""python -m sandbox.machines {up,down,status,run}: the sandbox's node machines.
+"""python -m sandbox.machines {up,down,status,run,reboot}: the sandbox's node machines.
 
 `up` is idempotent: it builds what is missing, boots machines that are not running, refreshes the agent in
 running machines whose image is out of date, and leaves everything else alone.
@@ -276,6 +276,18 @@ def run(sb: Sandbox, name: str, argv: list[str]) -> int:
     os.execvp("nsenter", ["nsenter", "-t", str(leader), "-m", "-u", "-i", "-n", "-p", "--", *(argv or ["bash"])])
 
 
+def reboot(sb: Sandbox, name: str) -> int:
+    from . import pki
+
+    machine = next((m for m in existing_machines(sb) if m.name == name), None)
+    if machine is None or not machine.running():
+        raise SandboxError(f"no running machine {name!r}")
+    with state_lock(sb):
+        seconds = machine.reboot(pki.client_files(sb), BOOT_TIMEOUT)
+    log(f"{name} rebooted; its agent answered after {seconds:.1f}s")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sandbox.machines", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -295,6 +307,8 @@ def main(argv=None) -> int:
     rn = sub.add_parser("run", help="run a command in a machine (default: a shell)")
     rn.add_argument("name")
     rn.add_argument("argv", nargs=argparse.REMAINDER)
+    rb = sub.add_parser("reboot", help="shut a machine down (power cut after 20 s), boot it again on the same disk")
+    rb.add_argument("name")
     args = parser.parse_args(argv)
     try:
         sb = from_env(state_dir=args.state_dir, bridge=args.bridge, cidr=args.cidr, prefix=args.prefix,
@@ -309,6 +323,8 @@ def main(argv=None) -> int:
             return build_bare_image(sb)
         if args.command == "status":
             return status(sb, args.json)
+        if args.command == "reboot":
+            return reboot(sb, args.name)
         return run(sb, args.name, args.argv[1:] if args.argv[:1] == ["--"] else args.argv)
     except SandboxError as exc:
         print(f"sandbox.machines: error: {exc}", file=sys.stderr)

@@ -210,6 +210,20 @@ class Machine:
         self.kill_remains()
         self.clean_leftovers()
 
+    def reboot(self, client_files: dict[str, str], timeout: float = 180, grace: float = 20) -> float:
+        """Ask for a clean shutdown, cut the power after `grace` seconds if it has not finished, and boot again on
+        the same root: what is on disk stays, /run, the kernel's tables and every process start anew. A host with
+        pods rarely finishes in time (its API server and the containers containerd leaves behind take a minute
+        or more), so the power cut is what usually happens, as with a machine reset after a hung shutdown.
+        Returns the seconds until the agent answered again."""
+        started = time.monotonic()
+        self.stop(grace)
+        self.start()
+        deadline = started + timeout
+        self.wait_booted(deadline)
+        self.wait_agent(client_files, deadline)
+        return time.monotonic() - started
+
     def kill_remains(self, timeout: float = 15) -> None:
         dirs = self.state().get("cgroups", [])
         deadline = time.monotonic() + timeout

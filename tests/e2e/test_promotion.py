@@ -32,6 +32,7 @@ from tests.support.nodes import (
     agent_cert_sha256,
     agent_refuses_pin,
     assert_back_in_host_clean,
+    echo_on_node,
     globalnode,
     globalnode_free,
     host_node,
@@ -82,24 +83,6 @@ def promoting(host_cluster, tmp_path_factory):
 
 def _get(url: str) -> str:
     return get_text(url)
-
-
-def _echo(tenant, name: str, node: str) -> int:
-    """An echo Deployment pinned to `node` behind a NodePort Service; returns the node port."""
-    apps, core = k8s.AppsV1Api(tenant), k8s.CoreV1Api(tenant)
-    labels = {"app": name}
-    apps.create_namespaced_deployment("default", {
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
-        "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
-            "nodeSelector": {"kubernetes.io/hostname": node},
-            "containers": [{"name": "echo", "image": "kubenest.local/echo:1.0",
-                            "ports": [{"containerPort": 8080}]}]}}}})
-    svc = core.create_namespaced_service("default", {
-        "apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
-        "spec": {"type": "NodePort", "selector": labels, "ports": [{"port": 80, "targetPort": 8080}]}})
-    wait_for(lambda: (apps.read_namespaced_deployment(name, "default").status.available_replicas or 0) >= 1, 180,
-             f"tenant Deployment {name} available")
-    return svc.spec.ports[0].node_port
 
 
 def _webhook_from_a_tenant_pod(tenant, node: str) -> str:
@@ -175,7 +158,7 @@ def test_seed_cr_promotes_a_worker_that_serves_the_tenant(promoting):
     gn = globalnode(api, "kn-w1")
     assert gn["status"]["state"] == "occupied" and gn["status"]["virtualCluster"] == f"{NS}/seed"
 
-    port = _echo(tenant, "web", "kn-w1")
+    port = echo_on_node(tenant, "web", "kn-w1")
     assert "host=web-" in _get(f"http://198.18.0.12:{port}/")  # NodePort from the host machine
     cluster_ip = k8s.CoreV1Api(tenant).read_namespaced_service("web", "default").spec.cluster_ip
     assert "host=web-" in _get(f"http://198.18.0.12:{port}/fetch?url=http://{cluster_ip}/")  # from a tenant pod
@@ -460,7 +443,7 @@ def test_plain_playbook_with_the_globalnodes_inventory_promotes_named_nodes(prom
         assert ready == {"kn-w2", "kn-w3"}
         for name, ip in (("kn-w2", "198.18.0.13"), ("kn-w3", "198.18.0.14")):
             assert globalnode(api, name)["status"]["virtualCluster"] == "kubenest-e2e-playbook/named"
-            port = _echo(tenant, f"on-{name}", name)
+            port = echo_on_node(tenant, f"on-{name}", name)
             assert f"host=on-{name}-" in _get(f"http://{ip}:{port}/")  # each node's NodePort, its local pod
     finally:
         # kn-w3's agent stopped, as a tenant's root could: the deletion holds it unreached and goes on.
@@ -532,7 +515,7 @@ def test_calico_pod_network_on_a_promoted_node(promoting):
         tenant, _cfg = tenant_client(vc, api)
         daemonset = k8s.AppsV1Api(tenant).read_namespaced_daemon_set("calico-node", "kube-system")
         assert daemonset.status.number_ready == 1
-        port = _echo(tenant, "web", node)
+        port = echo_on_node(tenant, "web", node)
         ip = next(n.ip for n in sb.nodes if n.name == node)
         assert "host=web-" in _get(f"http://{ip}:{port}/")
     finally:
@@ -809,7 +792,7 @@ def _tenant_nodes_kept_apart(sb, api, vc_a: dict, node_a: str, vc_b: dict, node_
     # A tenant pod leaves its node with the node's address: the same holds for it (the host's API server, the
     # other tenant's, a host pod, its own etcd, the other tenant's node).
     tenant_a, _cfg = tenant_client(vc_a, api)
-    _echo(tenant_a, "probe", node_a)
+    echo_on_node(tenant_a, "probe", node_a)
     _rc, out = _from_pod(tenant_a, "default", "probe", "fetch", f"http://{ip[cp]}:{port_a}/")
     assert "HTTPS server" in out, out  # TLS asked for plain HTTP: its own API server answered
     for address, port in ((ip[cp], 6443), (ip[cp], port_b), (dns_pod, 8181), (etcd_a, 2379),

@@ -20,7 +20,7 @@ from kubernetes import watch
 from kubernetes.client.rest import ApiException
 
 from sandbox.machines.config import NETWORK_VARS, RETURN_VARS
-from tests.support.virtualclusters import REPO_ROOT, tenant_client
+from tests.support.virtualclusters import REPO_ROOT, tenant_client, wait_for
 
 # Files that hold a cluster's credentials on a node.
 CREDENTIAL_FILES = ("/etc/kubernetes/kubelet.conf", "/etc/kubernetes/kube-proxy.conf",
@@ -269,3 +269,21 @@ def tenant_traces(sb, api, node_name: str, tenant_namespace: str | None = None) 
         sb, node_name, f"ls -d {cilium_files}/var/lib/calico /var/run/calico /usr/lib/cni/calico"
                        " /usr/lib/cni/calico-ipam 2>/dev/null || true").split()]
     return traces
+
+
+def echo_on_node(tenant, name: str, node: str) -> int:
+    """An echo Deployment pinned to `node` behind a NodePort Service; returns the node port."""
+    apps, core = k8s.AppsV1Api(tenant), k8s.CoreV1Api(tenant)
+    labels = {"app": name}
+    apps.create_namespaced_deployment("default", {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+        "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "containers": [{"name": "echo", "image": "kubenest.local/echo:1.0",
+                            "ports": [{"containerPort": 8080}]}]}}}})
+    svc = core.create_namespaced_service("default", {
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+        "spec": {"type": "NodePort", "selector": labels, "ports": [{"port": 80, "targetPort": 8080}]}})
+    wait_for(lambda: (apps.read_namespaced_deployment(name, "default").status.available_replicas or 0) >= 1, 180,
+             f"tenant Deployment {name} available")
+    return svc.spec.ports[0].node_port
