@@ -94,14 +94,14 @@ integration-images: install k8s cilium images
 	$(INTEGRATION) -m images tests/integration
 
 # The sandbox's builds come first: on a fresh machine they take longer than one test may. Two workers: the tests
-# that share the default sandbox on one, the node-machine tests (machines of their own) on the other.
+# that share the default sandbox on one, the modules with machines of their own (node machines, the quick start,
+# the kubeadm host) one after the other on the other.
 e2e: install k8s images
 	$(PYTEST) --durations=20 -n 2 --dist loadgroup tests/e2e
 
-# The kubeadm host's tests (marked long, so make e2e skips them), on their own: make test runs them after make e2e,
-# when the sandbox's host cluster is down again.
+# The kubeadm host's tests on their own (make e2e runs them too, beside the sandbox's).
 e2e-kubeadm: install k8s images
-	KUBENEST_LONG=1 $(PYTEST) --durations=10 tests/e2e/test_kubeadm_host.py
+	$(PYTEST) --durations=10 tests/e2e/test_kubeadm_host.py
 
 # .ci/test.sh: the tiers in order, the builds in the background (make prebuild, log in build/prebuild.log) while
 # lint, unit and the first part of integration run, and a table of each tier's time at the end.

@@ -6,7 +6,7 @@
 #   one chain, the node, operator and bare machine images in another); lint and unit; the integration tests of the
 #   agent and the collection, which need no Kubernetes binary; the rest of integration without images as soon as
 #   Kubernetes is built; integration with images once every build is done, while the conformance suite builds;
-#   e2e, whose last test runs the suite's smoke subset; the kubeadm host's e2e.
+#   e2e (the kubeadm host's tests included), whose last test runs the suite's smoke subset.
 # The table (.ci/tiers.py) is printed however the run ends, and warns when a tier outgrows its share.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -52,5 +52,3 @@ builds=$!
 tier integration:images -- $m integration-images || exit 1
 tier e2e -- $m e2e || exit 1
 wait "$builds" 2>/dev/null; builds=""
-# The host built by upstream kubeadm, once the sandbox's is down (the e2e tier removes a sandbox it built).
-tier e2e:kubeadm -- $m e2e-kubeadm || exit 1

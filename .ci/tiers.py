@@ -31,8 +31,7 @@ SHARES = {
     "integration": 8,
     "wait:builds": 5,
     "integration:images": 2,
-    "e2e": 27,  # with the conformance suite's smoke subset (about 4 min of it)
-    "e2e:kubeadm": 4,
+    "e2e": 31,  # with the kubeadm host's tests and the conformance suite's smoke subset (about 4 min of it)
 }
 DEFAULT_LOG = "build/tiers.jsonl"
 

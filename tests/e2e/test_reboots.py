@@ -219,8 +219,8 @@ def test_the_host_control_plane_machine_comes_back_with_the_tenant_control_plane
     settled = time.monotonic() - started
 
     # Every write the tenant's API server acknowledged before, during and after the reboot is there.
-    kept = {c.metadata.name for c in core.list_namespaced_config_map("default", label_selector="kubenest-e2e=reboot",
-                                                                    _request_timeout=30).items}
+    listed = core.list_namespaced_config_map("default", label_selector="kubenest-e2e=reboot", _request_timeout=30)
+    kept = {c.metadata.name for c in listed.items}
     lost = [name for name in writer.acknowledged if name not in kept]
     runs_during = len(set(runs.glob("run-*")) - runs_before)
     restarts = {name: _restarts(pod) for name, pod in
