@@ -13,8 +13,10 @@ from ansible.errors import AnsibleActionFail
 from ansible_collections.kosmos.kubenest.plugins.module_utils.rollout import (
     pod_problem,
     pod_ready,
+    ready_pods,
     rolled_out,
     unschedulable,
+    wanted_pods,
 )
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_action import KubeAction
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_api import KubeApiError
@@ -48,11 +50,15 @@ def answers(opener, url):
         return False, str(exc) or type(exc).__name__
 
 
-def _progress(workload):
+def _progress(workload, nodes=None):
     if workload is None:
         return "it does not exist"
-    status, spec = workload.get("status") or {}, workload.get("spec") or {}
-    return "%s of %s replicas ready" % (status.get("readyReplicas", 0), spec.get("replicas", 1))
+    if workload.get("kind") == "DaemonSet":
+        status = workload.get("status") or {}
+        told = "" if nodes is None else " (the cluster has %d nodes)" % nodes
+        return "%s of %s pods ready, %s of the latest template%s" % (
+            status.get("numberReady", 0), wanted_pods(workload), status.get("updatedNumberScheduled", 0), told)
+    return "%s of %s replicas ready" % (ready_pods(workload), wanted_pods(workload))
 
 
 class _Rollout:
@@ -63,6 +69,7 @@ class _Rollout:
         self.opener = _opener() if self.url else None
         self.unreachable = None  # what the URL did at the last attempt
         self.pods_ready = False  # every pod listed at the last look was ready
+        self.nodes = None  # Nodes of the cluster at the last look, with on_every_node
 
     def reachable(self):
         if not self.url:
@@ -74,6 +81,16 @@ class _Rollout:
         found = self.api.get("apps/v1", self.p["kind"], self.p["name"], self.p["namespace"])
         return dict(found, kind=self.p["kind"]) if found is not None else None
 
+    def done(self, workload):
+        """Rolled out, and with on_every_node its controller has counted every Node there is (a Node that just
+        joined may not be counted yet)."""
+        if not rolled_out(workload):
+            return False
+        if not self.p.get("on_every_node"):
+            return True
+        self.nodes = len(self.api.list("v1", "Node"))
+        return wanted_pods(workload) >= self.nodes
+
     def pods(self, workload):
         labels = ((workload.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
         if not labels:
@@ -84,8 +101,7 @@ class _Rollout:
     def problem(self, workload):
         now = time.monotonic()
         pods = self.pods(workload)
-        wanted = (workload.get("spec") or {}).get("replicas", 1)
-        self.pods_ready = len(pods) >= wanted and all(pod_ready(pod) for pod in pods)
+        self.pods_ready = len(pods) >= wanted_pods(workload) and all(pod_ready(pod) for pod in pods)
         for pod in pods:
             name = pod["metadata"]["name"]
             if unschedulable(pod):
@@ -105,24 +121,27 @@ class _Rollout:
         while True:
             workload = self.workload()
             waited = round(time.monotonic() - started, 1)
-            done = rolled_out(workload)
+            done = self.done(workload)
             if done and self.reachable():
-                return dict(changed=False, rolled_out=True, waited=waited, **self.reach_result(True))
+                return dict(changed=False, rolled_out=True, waited=waited, ready=ready_pods(workload),
+                            **self.reach_result(True))
             if workload is not None:
                 stuck = self.problem(workload)
                 if stuck:
                     return dict(failed=True, msg="%s cannot come up: pod %s: %s" % (what, stuck[0], stuck[1]),
                                 changed=False, rolled_out=False, pod=stuck[0], problem=stuck[1], waited=waited)
             if check_mode:
-                return dict(changed=False, rolled_out=done, waited=waited, **self.reach_result(False))
+                return dict(changed=False, rolled_out=done, waited=waited, ready=ready_pods(workload),
+                            **self.reach_result(False))
             if time.monotonic() >= deadline:
                 if done:
                     message = "%s is rolled out but %s does not answer after %d s: %s" % (
                         what, self.url, self.p["timeout"], self.unreachable)
                 else:
-                    message = "%s is not rolled out after %d s: %s" % (what, self.p["timeout"], _progress(workload))
+                    message = "%s is not rolled out after %d s: %s" % (
+                        what, self.p["timeout"], _progress(workload, self.nodes))
                 return dict(failed=True, changed=False, rolled_out=done, waited=waited, msg=message,
-                            **self.reach_result(False))
+                            ready=ready_pods(workload), **self.reach_result(False))
             time.sleep(REACH_POLL_S if done or self.pods_ready else POLL_S)
 
     def reach_result(self, reachable):
@@ -131,19 +150,22 @@ class _Rollout:
 
 class ActionModule(KubeAction):
     ARGUMENT_SPEC = dict(
-        kind=dict(type="str", required=True, choices=["Deployment", "StatefulSet"]),
+        kind=dict(type="str", required=True, choices=["Deployment", "StatefulSet", "DaemonSet"]),
         name=dict(type="str", required=True),
         namespace=dict(type="str", required=True),
         timeout=dict(type="int", default=300),
         crash_restarts=dict(type="int", default=2),
         unschedulable_after=dict(type="int", default=15),
         reachable_url=dict(type="str"),
+        on_every_node=dict(type="bool", default=False),
     )
 
     def act(self, api, args, check_mode):
         negative = sorted(k for k in ("timeout", "crash_restarts", "unschedulable_after") if args[k] < 0)
         if negative:
             raise AnsibleActionFail("%s must not be negative" % ", ".join(negative))
+        if args["on_every_node"] and args["kind"] != "DaemonSet":
+            raise AnsibleActionFail("on_every_node is for a DaemonSet, not a %s" % args["kind"])
         url = args.get("reachable_url")
         if url is not None and not url.startswith(("https://", "http://")):
             raise AnsibleActionFail("reachable_url must be an http:// or https:// URL, not %r" % (url,))

@@ -1,7 +1,8 @@
 # Copyright: (c) kosmos.kubenest contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Whether a Deployment or StatefulSet is rolled out, and what keeps its pods from starting (plain dicts)."""
+"""Whether a Deployment, StatefulSet or DaemonSet is rolled out, and what keeps its pods from starting (plain
+dicts)."""
 
 from __future__ import annotations
 
@@ -11,15 +12,30 @@ STUCK_WAITING = ("ImagePullBackOff", "InvalidImageName", "CreateContainerConfigE
 MESSAGE_LIMIT = 300
 
 
+def wanted_pods(workload):
+    """How many pods the workload asks for: its replicas, or for a DaemonSet the nodes its controller chose."""
+    if workload.get("kind") == "DaemonSet":
+        return (workload.get("status") or {}).get("desiredNumberScheduled", 0)
+    return (workload.get("spec") or {}).get("replicas", 1)
+
+
+def ready_pods(workload):
+    status = (workload or {}).get("status") or {}
+    return status.get("numberReady" if (workload or {}).get("kind") == "DaemonSet" else "readyReplicas", 0)
+
+
 def rolled_out(workload):
     """The controller has seen the latest spec, every replica runs it and is ready (available, for a
-    Deployment); no pod of an older template still answers."""
+    Deployment); no pod of an older template still answers. A DaemonSet: a ready pod of the latest template on
+    every node its controller chose."""
     if not workload:
         return False
-    spec, status = workload.get("spec") or {}, workload.get("status") or {}
-    wanted = spec.get("replicas", 1)
+    status = workload.get("status") or {}
+    wanted = wanted_pods(workload)
     if status.get("observedGeneration", 0) < (workload.get("metadata") or {}).get("generation", 0):
         return False
+    if workload.get("kind") == "DaemonSet":
+        return status.get("numberReady", 0) == wanted and status.get("updatedNumberScheduled", 0) == wanted
     if workload.get("kind") == "StatefulSet":
         current = status.get("updateRevision") and status.get("currentRevision") == status.get("updateRevision")
         updated = current or status.get("updatedReplicas", 0) >= wanted

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: workload_rollout
-short_description: Wait until a Deployment or StatefulSet is rolled out, failing fast when its pods cannot start
+short_description: Wait until a workload is rolled out, failing fast when its pods cannot start
 version_added: 1.1.0
 description:
   - Polls the workload until the controller has seen its latest spec and every replica runs that spec and is
-    ready (available, for a Deployment).
+    ready (available, for a Deployment). For a DaemonSet, every node its controller chose runs a ready pod of
+    the latest template; with O(on_every_node), that must also be as many nodes as the cluster has.
   - Meanwhile looks at the workload's pods and fails as soon as one cannot start, with the pod's own reason
     and message; no amount of waiting would help. Those are C(ImagePullBackOff), C(InvalidImageName),
     C(ErrImageNeverPull), C(CreateContainerConfigError) and C(CreateContainerError); C(CrashLoopBackOff)
@@ -24,7 +25,7 @@ options:
   kind:
     description: The workload's kind.
     type: str
-    choices: [Deployment, StatefulSet]
+    choices: [Deployment, StatefulSet, DaemonSet]
     required: true
   name:
     description: The workload's name.
@@ -55,6 +56,13 @@ options:
         reachability only, the way its clients come, so its certificate is not checked (they pin their CA)
         and no proxy is used.
     type: str
+  on_every_node:
+    description:
+      - For a DaemonSet that runs on every node, such as a pod network's agent. Its controller counts a node
+        that has just joined only a moment later, so a rollout status alone can end the wait too soon.
+      - Only with O(kind=DaemonSet).
+    type: bool
+    default: false
 attributes:
   check_mode:
     support: full
@@ -81,6 +89,13 @@ EXAMPLES = r"""
     name: vc1-apiserver
     namespace: tenants
     reachable_url: https://192.0.2.10:31443/readyz
+
+- name: Wait until the pod network's agent is ready on every node
+  kosmos.kubenest.workload_rollout:
+    kind: DaemonSet
+    name: cilium
+    namespace: kube-system
+    on_every_node: true
 """
 
 RETURN = r"""
@@ -100,6 +115,11 @@ reachable:
   description: Whether O(reachable_url) answered 200.
   returned: when O(reachable_url) is given
   type: bool
+ready:
+  description: Ready pods of the workload at the last look (C(readyReplicas), or C(numberReady) of a DaemonSet).
+  returned: success, and when the wait timed out
+  type: int
+  version_added: 1.4.0
 waited:
   description: Seconds waited.
   returned: always

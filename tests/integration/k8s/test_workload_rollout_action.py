@@ -97,3 +97,43 @@ def test_a_pod_that_cannot_start_is_named(apiserver, apps, api_client):
 def test_negative_numbers_are_refused(apiserver, apps):
     rc, result = rollout(apiserver, "done", timeout=-1, crash_restarts=-2)
     assert rc != 0 and result["msg"] == "crash_restarts, timeout must not be negative", result
+
+
+def daemonset(name):
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name},
+            "spec": {"selector": {"matchLabels": dict(LABELS, name=name)},
+                     "template": {"metadata": {"labels": dict(LABELS, name=name)},
+                                  "spec": {"containers": [{"name": "c", "image": "kubenest.local/none:1"}]}}}}
+
+
+def test_a_daemonset_on_every_node_waits_until_its_controller_counted_every_node(apiserver, apps, api_client):
+    core = kubernetes.client.CoreV1Api(api_client)
+    nodes = len(core.list_node().items)
+    for number in range(nodes, 2):  # two Nodes at least, whatever the other tests left
+        core.create_node({"metadata": {"name": f"rollout-node-{number}"}})
+        nodes += 1
+    made = apps.create_namespaced_daemon_set(NS, daemonset("agent"))
+
+    def status(desired, ready):
+        apps.patch_namespaced_daemon_set_status("agent", NS, {"status": {
+            "observedGeneration": made.metadata.generation, "currentNumberScheduled": desired,
+            "numberMisscheduled": 0, "desiredNumberScheduled": desired, "numberReady": ready,
+            "updatedNumberScheduled": desired}})
+
+    # Rolled out on the nodes its controller counted, one Node short of the cluster's.
+    status(nodes - 1, nodes - 1)
+    rc, result = run_module("workload_rollout", apiserver.kubeconfig, kind="DaemonSet", name="agent",
+                            namespace=NS, timeout=0)[:2]
+    assert rc == 0 and result["rolled_out"] and result["ready"] == nodes - 1, result
+    rc, result = run_module("workload_rollout", apiserver.kubeconfig, kind="DaemonSet", name="agent",
+                            namespace=NS, timeout=1, on_every_node=True)[:2]
+    assert rc != 0 and not result["rolled_out"], result
+    assert result["msg"] == (f"DaemonSet {NS}/agent is not rolled out after 1 s: {nodes - 1} of {nodes - 1} pods "
+                             f"ready, {nodes - 1} of the latest template (the cluster has {nodes} nodes)"), result
+    status(nodes, nodes)
+    rc, result = run_module("workload_rollout", apiserver.kubeconfig, kind="DaemonSet", name="agent",
+                            namespace=NS, timeout=30, on_every_node=True)[:2]
+    assert rc == 0 and result["rolled_out"] and result["ready"] == nodes, result
+    # Only a DaemonSet runs on every node.
+    rc, result = rollout(apiserver, "done", timeout=1, on_every_node=True)
+    assert rc != 0 and result["msg"] == "on_every_node is for a DaemonSet, not a Deployment", result

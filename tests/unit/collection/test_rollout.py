@@ -63,3 +63,17 @@ def test_unschedulable_counts_once_it_lasted():
 
 def test_long_messages_are_cut():
     assert len(pod_problem(waiting("ImagePullBackOff", message="x " * 400))) < 330
+
+
+def daemonset(desired=2, ready=2, updated=2, generation=3, observed=3):
+    return {"kind": "DaemonSet", "metadata": {"generation": generation}, "spec": {},
+            "status": {"observedGeneration": observed, "desiredNumberScheduled": desired, "numberReady": ready,
+                       "updatedNumberScheduled": updated}}
+
+
+def test_a_daemonset_is_rolled_out_when_each_chosen_node_runs_a_ready_pod_of_the_latest_template():
+    assert rolled_out(daemonset())
+    assert not rolled_out(daemonset(ready=1))  # one node's pod not ready yet
+    assert not rolled_out(daemonset(updated=1))  # one node still runs the older template
+    assert not rolled_out(daemonset(observed=2))  # the controller has not seen the latest spec
+    assert rolled_out(daemonset(desired=0, ready=0, updated=0))  # no node chosen: nothing to wait for
