@@ -41,7 +41,10 @@ options:
         C(await-ready) (which the images C(make images) builds carry), which waits for its etcd and then becomes
         the API server, and C(controller-manager) and C(scheduler) likewise once their API server answers, so that
         all three can be created while etcd starts. C(gogc) sets C(GOGC) by
-        component name (0 or absent for Go's default).
+        component name (0 or absent for Go's default). C(extra_args) gives extra flags by component name (flag
+        name without its dashes, and its value); flags the collection sets, flags that take a file, a directory
+        or a host address, and values that are paths are refused, naming each (C(enable-admission-plugins) of
+        C(apiserver) adds to the collection's list).
     type: dict
     required: true
 """
@@ -97,7 +100,8 @@ def hosted_manifest(component, vc, settings):
         if component not in COMPONENTS:
             raise ValueError("unknown component %r; one of etcd, %s" % (component, ", ".join(COMPONENTS)))
         build, keys = COMPONENTS[component]
-        shared_keys = ("image_repository", "version", "pki_revision", "await_apiserver", "gogc") + PLACEMENT
+        shared_keys = ("image_repository", "version", "pki_revision", "await_apiserver", "gogc",
+                       "extra_args") + PLACEMENT
         shared = ControlPlaneSettings(vc, **_pick(settings, shared_keys))
         return build(shared, **_pick(settings, keys))
     except (TypeError, ValueError) as exc:

@@ -10,8 +10,9 @@ short_description: What is wrong with a virtual cluster request, before anything
 version_added: 1.1.0
 description:
   - Checks the C(virtualcluster) variable of P(kosmos.kubenest.virtualcluster#playbook) as the CRD's admission
-    would (names, image repository, version, addresses), so requests that bypass the API server (a plain
-    playbook run, an AWX survey) are held to the same rules, and against an optional registry allow-list.
+    would (names, image repository, version, addresses, the control plane's extra flags), so requests that
+    bypass the API server (a plain playbook run, an AWX survey) are held to the same rules, and against an
+    optional registry allow-list.
   - Returns one sentence per problem; an empty list means the request may go ahead.
 author:
   - kosmos.kubenest maintainers (@kosmos-kubenest)
@@ -42,6 +43,7 @@ _value:
 
 from collections.abc import Mapping
 
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.control_plane_flags import spec_extra_args
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.hosted_etcd import check_restore
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.references import (
     DNS_1123_LABEL,
@@ -84,8 +86,17 @@ def _checks(request, allowed_registries):
     if spec.get("apiServerServiceType", "NodePort") not in SERVICE_TYPES:
         yield lambda: _fail("apiServerServiceType must be one of %s, got %r"
                             % (", ".join(SERVICE_TYPES), spec.get("apiServerServiceType")))
+    if spec.get("controlPlane"):
+        yield lambda: _check_control_plane(spec["controlPlane"])
     if request.get("etcd_restore"):
         yield lambda: _check_restore(request["etcd_restore"])
+
+
+def _check_control_plane(control_plane):
+    try:
+        spec_extra_args(control_plane)
+    except ValueError as exc:
+        raise InvalidValue(str(exc)) from None
 
 
 def _check_restore(restore):

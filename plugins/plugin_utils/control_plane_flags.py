@@ -9,6 +9,7 @@ the modes is a parameter; every other flag is the same in both."""
 from __future__ import annotations
 
 import posixpath
+import re
 
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.references import check_cidr, check_ip
 
@@ -135,3 +136,128 @@ def scheduler_flags(files, bind_address, leader_elect):
         ("leader-elect", "true" if leader_elect else "false"),
         ("profiling", "false"),
     ]
+
+
+# Extra flags a virtual cluster may give its components (spec.controlPlane.<component>.extraArgs). A hosted
+# component runs in a pod of the host: a flag that names a file or directory would read or write the host node's
+# disk (nothing of the tenant's is mounted there), and the flags the collection sets hold the component to its own
+# etcd, certificates, network and ports. Both are refused; everything else is the tenant's own business (feature
+# gates, timeouts, log levels, admission plugins beyond the collection's). deploy/crds/kosmos.io_virtualclusters.yaml
+# refuses the same at admission (tests/unit/collection/test_control_plane_extra_args.py keeps the two alike).
+EXTRA_FLAG_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*[a-z0-9]$|^[a-z0-9]$")
+# Words of a flag name that take a path (e.g. audit-policy-file, cert-dir, log-file, authentication-config,
+# egress-selector-config-file, kubeconfig) and name prefixes of flag families the collection owns.
+PATH_WORDS = ("file", "dir", "path", "config", "kubeconfig")
+OWNED_PREFIXES = ("etcd-", "tls-", "service-account-", "requestheader-", "proxy-client-", "kubelet-client-",
+                  "cluster-signing-", "authentication-", "authorization-")
+# Flags whose values are addresses, ports or cloud credentials of the host: the component would listen or reach
+# where the collection does not expect it.
+HOST_FLAGS = ("bind-address", "secure-port", "advertise-address", "cloud-provider", "external-hostname",
+              "permit-address-sharing", "permit-port-sharing", "master")
+# Lists the collection sets that a virtual cluster may add to: its values come after the collection's.
+EXTENDED_FLAGS = ("enable-admission-plugins",)
+COMPONENT_FLAGS = {
+    "apiserver": apiserver_flags,
+    "controller-manager": controller_manager_flags,
+    "scheduler": scheduler_flags,
+}
+
+
+def collection_flags():
+    """The names of every flag the collection may set for any of the three components, in any mode: one list for
+    all three, as the CRD has one schema for their extraArgs (a name that is no flag of a component would only
+    stop it starting)."""
+    files = Files("/p", "/e/ca", "/e/cert", "/e/key", "/c")
+    options = apiserver_flags(files, 6443, ["https://127.0.0.1:2379"], "10.0.0.0/16", "cluster.local",
+                              advertise_address="127.0.0.1", kubelet_serving_ca=True, endpoint_reconciler="none",
+                              aggregator_routing=True)
+    options += controller_manager_flags(files, "c", "10.0.0.0/16", "127.0.0.1", True, pod_cidr="10.1.0.0/16")
+    options += scheduler_flags(files, "127.0.0.1", True)
+    return sorted(({name for name, _value in options} | {"shutdown-delay-duration"}) - set(EXTENDED_FLAGS))
+
+
+def refused_extra_flag(name):
+    """Why `--name` may not be given to a component as an extra flag, or None when it may."""
+    if name in collection_flags():
+        return "the collection sets it"
+    if any(word in name.split("-") for word in PATH_WORDS):
+        return "it names a file or directory, which would be the host node's"
+    if name.startswith(OWNED_PREFIXES):
+        return "the collection owns the %s flags" % next(p for p in OWNED_PREFIXES if name.startswith(p))
+    if name in HOST_FLAGS:
+        return "it concerns the host's addresses, ports or cloud"
+    return None
+
+
+def extra_flags(component, args):
+    """`args` (flag name without dashes -> value) checked for the component: (name, value) pairs in name order.
+    Raises ValueError naming every refused flag and why."""
+    if component not in COMPONENT_FLAGS:
+        raise ValueError("extra flags are given by component (%s), not %r" % (", ".join(COMPONENT_FLAGS), component))
+    if not isinstance(args, dict):
+        raise ValueError("extra flags of %s must be a mapping of flag names to values, not %r"
+                         % (component, type(args).__name__))
+    problems, flags = [], []
+    for name in sorted(args, key=str):
+        value = args[name]
+        if not isinstance(name, str) or not EXTRA_FLAG_NAME.match(name):
+            problems.append("%r is not a flag name (lower-case words joined by '-', without the leading '--')"
+                            % (name,))
+            continue
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            problems.append("--%s: the value must be a string, not %r" % (name, value))
+            continue
+        value = str(value)
+        why = refused_extra_flag(name)
+        if why is None and (value.startswith("/") or "\n" in value):
+            why = "its value is a path on the host node" if value.startswith("/") else "its value spans lines"
+        if why:
+            problems.append("--%s is refused: %s" % (name, why))
+            continue
+        flags.append((name, value))
+    if problems:
+        raise ValueError("extra flags of %s: %s" % (component, "; ".join(problems)))
+    return flags
+
+
+def with_extra_flags(component, options, args):
+    """The component's options with the checked extra flags of `args`: a list the collection sets and a virtual
+    cluster may extend gets the extra values after its own; every other extra flag comes after the collection's."""
+    options = list(options)
+    for name, value in extra_flags(component, args or {}):
+        at = next((i for i, (key, _value) in enumerate(options) if key == name), None)
+        if at is not None and name in EXTENDED_FLAGS:
+            options[at] = (name, "%s,%s" % (options[at][1], value))
+        else:
+            options.append((name, value))
+    return options
+
+
+# A VirtualCluster's spec.controlPlane keys -> the components they configure.
+SPEC_COMPONENTS = {"apiServer": "apiserver", "controllerManager": "controller-manager", "scheduler": "scheduler"}
+
+
+def spec_extra_args(control_plane):
+    """spec.controlPlane of a VirtualCluster as extra flags by component, checked. Raises ValueError."""
+    if control_plane in (None, {}):
+        return {}
+    if not isinstance(control_plane, dict):
+        raise ValueError("controlPlane must be a mapping of %s" % ", ".join(SPEC_COMPONENTS))
+    unknown = sorted(str(key) for key in control_plane if key not in SPEC_COMPONENTS)
+    if unknown:
+        raise ValueError("controlPlane has no %s; it takes %s" % (", ".join(unknown), ", ".join(SPEC_COMPONENTS)))
+    result, problems = {}, []
+    for key, component in SPEC_COMPONENTS.items():
+        settings = control_plane.get(key) or {}
+        if not isinstance(settings, dict) or sorted(settings) not in ([], ["extraArgs"]):
+            problems.append("controlPlane.%s takes extraArgs only" % key)
+            continue
+        try:
+            extra_flags(component, settings.get("extraArgs") or {})
+        except ValueError as exc:
+            problems.append("controlPlane.%s.extraArgs: %s" % (key, str(exc).split(": ", 1)[1]))
+            continue
+        result[component] = dict(settings.get("extraArgs") or {})
+    if problems:
+        raise ValueError("; ".join(problems))
+    return result

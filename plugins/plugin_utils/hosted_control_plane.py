@@ -10,10 +10,13 @@ import re
 
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils import konnectivity
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.control_plane_flags import (
+    COMPONENT_FLAGS,
     Files,
     apiserver_flags,
     controller_manager_flags,
+    extra_flags,
     scheduler_flags,
+    with_extra_flags,
 )
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.hosted_pods import (
     VirtualClusterRef,
@@ -53,8 +56,9 @@ class ControlPlaneSettings:
     """Checked settings shared by the three components."""
 
     def __init__(self, vc, image_repository, version, node_selector=None, tolerations=None, resources=None,
-                 pki_revision="", await_apiserver=True, gogc=None):
+                 pki_revision="", await_apiserver=True, gogc=None, extra_args=None):
         self.vc = VirtualClusterRef(vc)
+        self.extra_args = check_extra_args(extra_args)
         self.pki_revision = check_revision(pki_revision)
         self.image_repository = check_image_repository(image_repository)
         self.version = check_kubernetes_version(version)
@@ -76,7 +80,8 @@ class ControlPlaneSettings:
         virtual cluster's pods can be created together and none exits for want of another. serves_on: the port
         the component serves on once it runs, and the path that answers 200 once it is ready."""
         volume_mounts = [{"name": name, "mountPath": path, "readOnly": True} for name, path in mounts]
-        command = flags("/usr/local/bin/" + binary, options)
+        command = flags("/usr/local/bin/" + binary, with_extra_flags(component, options,
+                                                                     self.extra_args.get(component)))
         wait = None
         if await_kubeconfig and self.await_apiserver:
             wait = ["--kubeconfig=" + await_kubeconfig]
@@ -124,6 +129,21 @@ def check_gogc(value):
             raise ValueError("gogc of %s must be a percentage from 0 (Go's default) to 1000, not %r"
                              % (component, percent))
     return value
+
+
+def check_extra_args(value):
+    """Extra flags by component (apiserver, controller-manager, scheduler), each checked against what the
+    collection sets and what would reach the host (plugin_utils/control_plane_flags.py)."""
+    value = dict(value or {})
+    problems = []
+    for component, args in value.items():
+        try:
+            extra_flags(component, args or {})
+        except ValueError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise ValueError("; ".join(problems))
+    return dict((component, dict(args or {})) for component, args in value.items() if component in COMPONENT_FLAGS)
 
 
 def check_revision(value):

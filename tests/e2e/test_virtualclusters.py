@@ -137,6 +137,41 @@ def test_kubectl_kubenest_shows_the_status_and_hands_out_a_kubeconfig_that_reach
     assert used.returncode == 0 and used.stdout.strip() == "namespace/team-a", used.stderr
 
 
+def test_extra_flags_reach_the_tenants_api_server_and_host_paths_are_refused(operator):
+    """spec.controlPlane.apiServer.extraArgs on alpha: the API server rolls with the flag and the tenant sees its
+    effect (pods get the not-ready toleration for the seconds it says); a flag naming a host file is refused at
+    admission and changes nothing."""
+    _proc, api = operator
+    custom = k8s.CustomObjectsApi(api)
+    args = {"controlPlane": {"apiServer": {"extraArgs": {"default-not-ready-toleration-seconds": "117"}}}}
+    generation = custom.patch_namespaced_custom_object("kosmos.io", "v1alpha1", NS, "virtualclusters", "alpha",
+                                                       {"spec": args})["metadata"]["generation"]
+    started = time.monotonic()
+    wait_for(lambda: (get_vc(api, NS, "alpha")["status"].get("observedGeneration") == generation
+                      and condition(get_vc(api, NS, "alpha"), "Ready").get("status") == "True"), 300,
+             "alpha Ready with its API server's extra flag")
+    core = k8s.CoreV1Api(tenant_client(get_vc(api, NS, "alpha"), api)[0])
+
+    def not_ready_seconds():  # a pod nothing schedules: admission alone sets its tolerations
+        pod = core.create_namespaced_pod("team-a", {"metadata": {"generateName": "toleration-",
+                                                                 "labels": {"probe": "toleration"}}, "spec": {
+            "containers": [{"name": "c", "image": "kubenest.local/echo:1.0"}]}})
+        return next(t.toleration_seconds for t in pod.spec.tolerations if t.key == "node.kubernetes.io/not-ready")
+
+    wait_for(lambda: not_ready_seconds() == 117, 60, "pods admitted by the rolled API server")
+    print(f"\nalpha rolled its API server with the extra flag in {time.monotonic() - started:.0f}s")
+    core.delete_collection_namespaced_pod("team-a", label_selector="probe=toleration")
+    deployment = k8s.AppsV1Api(api).read_namespaced_deployment("alpha-apiserver", NS)
+    assert "--default-not-ready-toleration-seconds=117" in deployment.spec.template.spec.containers[0].command
+
+    with pytest.raises(ApiException) as refused:
+        custom.patch_namespaced_custom_object("kosmos.io", "v1alpha1", NS, "virtualclusters", "alpha", {"spec": {
+            "controlPlane": {"controllerManager": {"extraArgs": {"cloud-config": "/etc/kubernetes/pki/ca.key"}}}}})
+    assert refused.value.status == 422
+    assert "takes a file, a directory or a config file" in refused.value.body, refused.value.body
+    assert get_vc(api, NS, "alpha")["metadata"]["generation"] == generation
+
+
 def test_no_run_artifact_and_no_status_holds_key_material(operator):
     """After alpha's runs: the tenant's private keys appear nowhere in what the operator keeps."""
     proc, api = operator

@@ -117,6 +117,29 @@ def test_bad_specs_are_refused_naming_the_field(kosmos, name, spec, field):
     assert field in refused.value.body, refused.value.body
 
 
+def test_control_plane_extra_args_are_admitted_and_refused_naming_the_kind_of_flag(kosmos):
+    spec = {"controlPlane": {"apiServer": {"extraArgs": {"default-not-ready-toleration-seconds": "120",
+                                                         "enable-admission-plugins": "AlwaysPullImages"}},
+                             "scheduler": {"extraArgs": {"v": "2"}}}}
+    assert _create(kosmos, _vc("extra-args", spec))["spec"]["controlPlane"] == spec["controlPlane"]
+    refusals = [
+        ("apiServer", {"etcd-servers": "https://other:2379"}, "may not hold a flag the collection sets"),
+        ("apiServer", {"authorization-mode": "AlwaysAllow"}, "may not hold a flag the collection sets"),
+        ("controllerManager", {"cloud-config": "x"}, "takes a file, a directory or a config file"),
+        ("controllerManager", {"log-file": "x"}, "takes a file, a directory or a config file"),
+        ("scheduler", {"tls-min-version": "VersionTLS13"}, "flags of the etcd-, tls-, service-account-"),
+        ("apiServer", {"master": "https://host:6443"}, "the host's addresses, ports or cloud"),
+        ("apiServer", {"oidc-issuer-url": "/etc/passwd"}, "values may not be paths"),
+        ("scheduler", {"--v": "2"}, "flag names without the leading"),
+    ]
+    for component, args, message in refusals:
+        with pytest.raises(ApiException) as refused:
+            _create(kosmos, _vc("refused-args", {"controlPlane": {component: {"extraArgs": args}}}))
+        assert refused.value.status == 422, refused.value.body
+        assert f"spec.controlPlane.{component}.extraArgs" in refused.value.body, refused.value.body
+        assert message in refused.value.body, (args, refused.value.body)
+
+
 def test_status_is_a_subresource_and_printer_columns_exist(kosmos, api_client, apiserver):
     created = _create(kosmos, _vc("status-check", {}))
     body = {"status": {"phase": "Preparing", "observedGeneration": 1,
