@@ -16,7 +16,6 @@ import time
 import pytest
 from kubernetes import client as k8s
 
-from sandbox.operator import write_site_vars
 from tests.e2e.conftest import run_python
 from tests.support.http import get_text
 from tests.support.nodes import (
@@ -29,14 +28,11 @@ from tests.support.nodes import (
     on_node,
 )
 from tests.support.virtualclusters import (
-    OperatorProcess,
     condition,
     create_vc,
     delete_vc,
-    ensure_namespace,
     get_vc,
-    install_crds,
-    sandbox_operator_paused,
+    own_operator,
     tenant_client,
     wait_for,
     wait_ready,
@@ -55,24 +51,17 @@ CREDENTIAL_DIRS = "/etc/kubernetes /var/lib/kubelet/pki /etc/cni /etc/kubenest"
 def rebooting(host_cluster, tmp_path_factory):
     """One virtual cluster holding NODE, with an echo pod on it, under an operator of the module's own."""
     sb, api = host_cluster
-    kubeconfig = sb.state_dir / "kubeconfig"
-    install_crds(kubeconfig)
-    with sandbox_operator_paused():  # one operator at a time
-        ensure_namespace(api, NS)
-        runs = tmp_path_factory.mktemp("runs")
-        proc = OperatorProcess(kubeconfig, tmp_path_factory.mktemp("operator"), "--runs-dir", str(runs),
-                               "--artifacts-keep", "1000", "--site-vars", str(write_site_vars(sb.state_dir)),
-                               "--node-wait-interval", "5", "--resync-interval", "10", "--backoff-base", "5").start()
+    log_dir = tmp_path_factory.mktemp("operator")
+    with own_operator(sb, api, NS, log_dir, "--node-wait-interval", "5", "--resync-interval", "10",
+                      "--backoff-base", "5"):
         try:
             create_vc(api, NS, NAME, {"promoteResources": {"nodes": [NODE]}})
             vc = wait_ready(api, NS, NAME, timeout=900)
             tenant = tenant_client(vc, api)[0]
-            port = echo_on_node(tenant, "web", NODE)
-            yield sb, api, tenant, port, runs
+            yield sb, api, tenant, echo_on_node(tenant, "web", NODE), log_dir / "runs"
         finally:
             if get_vc(api, NS, NAME) is not None:
                 delete_vc(api, NS, NAME, timeout=900)
-            proc.stop()
 
 
 def _reboot(name: str) -> float:

@@ -69,6 +69,25 @@ def sandbox_operator_paused():
             sandbox_operator("start")
 
 
+@contextlib.contextmanager
+def own_operator(sb, api, namespace: str, log_dir: Path, *flags: str):
+    """An operator of the caller's own for the sandbox `sb` (the sandbox's paused meanwhile), with the CRDs
+    installed, `namespace` made, the site variables written and its runs kept in `log_dir`/runs; yields the
+    OperatorProcess, stopped afterwards."""
+    from sandbox.operator import write_site_vars  # the sandbox package: e2e and benchmarks only
+
+    kubeconfig = sb.state_dir / "kubeconfig"
+    install_crds(kubeconfig)
+    with sandbox_operator_paused():
+        ensure_namespace(api, namespace)
+        proc = OperatorProcess(kubeconfig, log_dir, "--runs-dir", str(log_dir / "runs"), "--artifacts-keep", "1000",
+                               "--site-vars", str(write_site_vars(sb.state_dir)), *flags).start()
+        try:
+            yield proc
+        finally:
+            proc.stop()
+
+
 def install_crds(kubeconfig: Path) -> None:
     playbook = str(REPO_ROOT / "playbooks" / "install_crds.yml")
     proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), playbook,
