@@ -54,10 +54,10 @@ def _progress(workload, nodes=None):
     if workload is None:
         return "it does not exist"
     if workload.get("kind") == "DaemonSet":
-        status = workload.get("status") or {}
         told = "" if nodes is None else " (the cluster has %d nodes)" % nodes
+        updated = (workload.get("status") or {}).get("updatedNumberScheduled", 0)
         return "%s of %s pods ready, %s of the latest template%s" % (
-            status.get("numberReady", 0), wanted_pods(workload), status.get("updatedNumberScheduled", 0), told)
+            ready_pods(workload), wanted_pods(workload), updated, told)
     return "%s of %s replicas ready" % (ready_pods(workload), wanted_pods(workload))
 
 
