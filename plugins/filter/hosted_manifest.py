@@ -10,7 +10,8 @@ short_description: A workload of a hosted virtual-cluster control plane, built a
 version_added: 1.1.0
 description:
   - Builds the StatefulSet of a virtual cluster's etcd or the Deployment of its kube-apiserver,
-    kube-controller-manager or kube-scheduler as a dictionary for kubernetes.core.k8s.
+    kube-controller-manager or kube-scheduler as a dictionary for kubernetes.core.k8s; C(apiserver-config)
+    builds the ConfigMap C(<name>-apiserver-config) with the files the API server reads from it.
   - Every value lands in a field of its own and is checked first (names, image references, addresses,
     CIDRs); no value is rendered into YAML text and parsed back, so none can add fields to the manifest.
 author:
@@ -19,7 +20,7 @@ options:
   _input:
     description: The component.
     type: str
-    choices: [etcd, apiserver, controller-manager, scheduler]
+    choices: [etcd, apiserver, apiserver-config, controller-manager, scheduler]
     required: true
   vc:
     description: The virtual cluster (C(name), C(namespace), C(labels), C(selector), C(owner_references)).
@@ -45,6 +46,11 @@ options:
         name without its dashes, and its value); flags the collection sets, flags that take a file, a directory
         or a host address, and values that are paths are refused, naming each (C(enable-admission-plugins) of
         C(apiserver) adds to the collection's list).
+      - C(apiserver) and C(apiserver-config) also take C(authentication), an AuthenticationConfiguration's
+        C(jwt) issuers and C(anonymous) access (the CA of an issuer inline, never a path), and C(audit), the
+        C(policy) of an audit.k8s.io/v1 Policy and the C(log)'s C(maxSizeMB), C(maxBackups) and C(maxAgeDays).
+        The log is written to a volume of the API server's pod and streamed by its container C(audit-log); a
+        changed file rolls the API server.
     type: dict
     required: true
 """
@@ -68,6 +74,7 @@ _value:
 from ansible.errors import AnsibleFilterError
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.hosted_control_plane import (
     ControlPlaneSettings,
+    apiserver_config_map,
     apiserver_deployment,
     controller_manager_deployment,
     scheduler_deployment,
@@ -76,7 +83,9 @@ from ansible_collections.kosmos.kubenest.plugins.plugin_utils.hosted_etcd import
 
 PLACEMENT = ("node_selector", "tolerations", "resources")
 COMPONENTS = {
-    "apiserver": (apiserver_deployment, ("etcd_endpoint", "service_cidr", "cluster_domain", "konnectivity_image")),
+    "apiserver": (apiserver_deployment, ("etcd_endpoint", "service_cidr", "cluster_domain", "konnectivity_image",
+                                         "authentication", "audit")),
+    "apiserver-config": (apiserver_config_map, ("cluster_domain", "authentication", "audit")),
     "controller-manager": (controller_manager_deployment, ("service_cidr", "pod_cidr", "node_cidr_mask")),
     "scheduler": (scheduler_deployment, ()),
 }

@@ -43,6 +43,11 @@ _value:
 
 from collections.abc import Mapping
 
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.apiserver_config import (
+    audit_settings,
+    authentication_configuration,
+    flag_conflict,
+)
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.control_plane_flags import spec_extra_args
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.hosted_etcd import check_restore
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.references import (
@@ -93,10 +98,25 @@ def _checks(request, allowed_registries):
 
 
 def _check_control_plane(control_plane):
+    problems = []
     try:
-        spec_extra_args(control_plane)
+        extra_args = spec_extra_args(control_plane)
     except ValueError as exc:
-        raise InvalidValue(str(exc)) from None
+        problems.append(str(exc))
+        extra_args = {}
+    api_server = (control_plane.get("apiServer") if isinstance(control_plane, Mapping) else None) or {}
+    if isinstance(api_server, Mapping):
+        checked = {}
+        for key, check in (("authentication", authentication_configuration), ("audit", audit_settings)):
+            try:
+                checked[key] = check(api_server.get(key))
+            except ValueError as exc:
+                problems += ["controlPlane.apiServer." + problem for problem in str(exc).split("; ")]
+        conflict = flag_conflict(checked.get("authentication"), extra_args.get("apiserver"))
+        if conflict:
+            problems.append("controlPlane.apiServer: %s" % conflict)
+    if problems:
+        raise InvalidValue("; ".join(problems))
 
 
 def _check_restore(restore):

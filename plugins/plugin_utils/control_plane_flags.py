@@ -148,8 +148,9 @@ EXTRA_FLAG_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*[a-z0-9]$|^[a-z0-9]$")
 # Words of a flag name that take a path (e.g. audit-policy-file, cert-dir, log-file, authentication-config,
 # egress-selector-config-file, kubeconfig) and name prefixes of flag families the collection owns.
 PATH_WORDS = ("file", "dir", "path", "config", "kubeconfig")
+# The audit- family belongs to spec.controlPlane.apiServer.audit, which keeps the log in the tenant's own pod.
 OWNED_PREFIXES = ("etcd-", "tls-", "service-account-", "requestheader-", "proxy-client-", "kubelet-client-",
-                  "cluster-signing-", "authentication-", "authorization-")
+                  "cluster-signing-", "authentication-", "authorization-", "audit-")
 # Flags whose values are addresses, ports or cloud credentials of the host: the component would listen or reach
 # where the collection does not expect it.
 HOST_FLAGS = ("bind-address", "secure-port", "advertise-address", "cloud-provider", "external-hostname",
@@ -249,8 +250,10 @@ def spec_extra_args(control_plane):
     result, problems = {}, []
     for key, component in SPEC_COMPONENTS.items():
         settings = control_plane.get(key) or {}
-        if not isinstance(settings, dict) or sorted(settings) not in ([], ["extraArgs"]):
-            problems.append("controlPlane.%s takes extraArgs only" % key)
+        # The API server's authentication and audit are checked by plugin_utils/apiserver_config.py.
+        taken = ("extraArgs", "authentication", "audit") if key == "apiServer" else ("extraArgs",)
+        if not isinstance(settings, dict) or any(name not in taken for name in settings):
+            problems.append("controlPlane.%s takes %s only" % (key, ", ".join(taken)))
             continue
         try:
             extra_flags(component, settings.get("extraArgs") or {})

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.kosmos.kubenest.plugins.plugin_utils import konnectivity
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils import apiserver_config, konnectivity
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.control_plane_flags import (
     COMPONENT_FLAGS,
     Files,
@@ -154,10 +154,13 @@ def check_revision(value):
 
 
 def apiserver_deployment(settings, etcd_endpoint, service_cidr, cluster_domain="cluster.local",
-                         konnectivity_image=""):
+                         konnectivity_image="", authentication=None, audit=None):
     """konnectivity_image: the proxy server's image; given, the server runs beside the API server and carries its
-    traffic into the tenant's network (plugin_utils/konnectivity.py)."""
+    traffic into the tenant's network (plugin_utils/konnectivity.py). authentication, audit: the spec's
+    structured authentication and audit settings (plugin_utils/apiserver_config.py), read from the ConfigMap
+    apiserver_config_map builds from the same values."""
     name = settings.vc.name
+    files = ApiServerFiles(settings, cluster_domain, authentication, audit)
     # Kubelets of promoted nodes serve with a certificate the tenant's CA signed (approved by node_admit). The
     # `kubernetes` Service's endpoint is written by the tenant_prepare tasks: the address tenant nodes reach
     # this server at; the server's own choice would be its pod IP in the host, which tenant pods must not reach.
@@ -185,15 +188,71 @@ def apiserver_deployment(settings, etcd_endpoint, service_cidr, cluster_domain="
     mounts = [("pki", PKI), ("etcd", ETCD_PKI)]
     if konnectivity_image:
         volumes.append(secret_volume("conf", "%s-component-kubeconfigs" % name, ["konnectivity-server.conf"]))
+    options += files.flags()
+    if files.files:
+        volumes.append({"name": "config", "configMap": {"name": "%s-apiserver-config" % name,
+                                                        "items": [{"key": k, "path": k} for k in sorted(files.files)]}})
+        mounts.append(("config", apiserver_config.CONFIG_DIR))
     deployment = settings.deployment("apiserver", "kube-apiserver", options, probes, mounts, volumes,
                                      (6443, "/readyz"), ports=[{"name": "https", "containerPort": 6443}],
                                      await_etcd=etcd_endpoint)
+    files.add_to_pod(deployment["spec"]["template"])
     if konnectivity_image:
         konnectivity.add_to_apiserver_pod(
             deployment["spec"]["template"]["spec"], konnectivity_image, "%s-konnectivity" % name,
             FILES.cert("apiserver.crt"), FILES.cert("apiserver.key"), FILES.kubeconfig("konnectivity-server"),
             [("pki", PKI), ("conf", CONF)], settings.resources.get("konnectivity-server"))
     return deployment
+
+
+class ApiServerFiles:
+    """The authentication configuration and audit policy of one API server, checked, with what the pod needs for
+    them: flags, the ConfigMap's files, the audit log's volume and the container that streams it."""
+
+    def __init__(self, settings, cluster_domain, authentication, audit):
+        self.settings = settings
+        self.authentication = apiserver_config.authentication_configuration(
+            authentication, "https://kubernetes.default.svc.%s" % cluster_domain)
+        audit = apiserver_config.audit_settings(audit)
+        self.audit_policy, self.audit_limits = audit if audit else (None, None)
+        self.files = apiserver_config.config_files(self.authentication, self.audit_policy)
+        conflict = apiserver_config.flag_conflict(self.authentication, settings.extra_args.get("apiserver"))
+        if conflict:
+            raise ValueError(conflict)
+
+    def flags(self):
+        options = []
+        if self.authentication:
+            options.append(("authentication-config", "%s/%s" % (apiserver_config.CONFIG_DIR,
+                                                                apiserver_config.AUTHENTICATION_KEY)))
+        if self.audit_policy:
+            options += apiserver_config.audit_flags(self.audit_limits, "%s/%s" % (
+                apiserver_config.CONFIG_DIR, apiserver_config.AUDIT_POLICY_KEY))
+        return options
+
+    def add_to_pod(self, template):
+        if not self.files:
+            return
+        template["metadata"].setdefault("annotations", {})[apiserver_config.CONFIG_REVISION] = (
+            apiserver_config.config_revision(self.files))
+        if not self.audit_policy:
+            return
+        pod = template["spec"]
+        pod["volumes"].append({"name": "audit-log", "emptyDir": {
+            "sizeLimit": "%dMi" % apiserver_config.audit_volume_mib(self.audit_limits)}})
+        pod["containers"][0]["volumeMounts"].append({"name": "audit-log", "mountPath": apiserver_config.AUDIT_DIR})
+        pod["containers"].append({
+            "name": "audit-log", "image": self.settings.image("kube-apiserver"), "imagePullPolicy": "IfNotPresent",
+            "command": ["/usr/local/bin/follow-log", apiserver_config.AUDIT_LOG],
+            "resources": container_resources(self.settings.resources.get("audit-log")
+                                             or {"requests": {"cpu": "5m", "memory": "8Mi"}}),
+            "volumeMounts": [{"name": "audit-log", "mountPath": apiserver_config.AUDIT_DIR, "readOnly": True}]})
+
+
+def apiserver_config_map(settings, cluster_domain="cluster.local", authentication=None, audit=None):
+    """The ConfigMap `<name>-apiserver-config` with the files apiserver_deployment mounts from it."""
+    files = ApiServerFiles(settings, cluster_domain, authentication, audit)
+    return apiserver_config.config_map(settings.vc, files.files)
 
 
 def controller_manager_deployment(settings, service_cidr, pod_cidr, node_cidr_mask=24):

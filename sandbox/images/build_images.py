@@ -29,7 +29,8 @@ from pathlib import Path
 import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-PROGRAMS = Path(__file__).resolve().parent  # Go programs of our own: pause, echo, etcd-snapshot, await-ready
+# Go programs of our own: pause, echo, etcd-snapshot, await-ready, follow-log.
+PROGRAMS = Path(__file__).resolve().parent
 REGISTRY = "kubenest.local"
 ECHO_TAG = "1.0"
 EPOCH = "1970-01-01T00:00:00Z"
@@ -484,8 +485,12 @@ def build(args: argparse.Namespace, versions: dict[str, str], cache: Path) -> in
     # await-ready: the entry point that holds the API server back until its etcd has a leader, and the
     # controllers until their API server answers, so all start together.
     await_ready = ((build_program("await-ready", args.out / "await-ready-bin"), "usr/local/bin/await-ready"),)
+    # follow-log: the API server pod's second container, streaming the tenant's audit log to its own output.
+    follow_log = ((build_program("follow-log", args.out / "follow-log-bin"), "usr/local/bin/follow-log"),)
     k8s_source = f"k8s.io/kubernetes {k8s_tag}"
-    specs = [ImageSpec(name, k8s_tag, args.bin_dir / name, await_ready, source=f"{k8s_source} cmd/{name}")
+    programs = {"kube-apiserver": await_ready + follow_log}
+    specs = [ImageSpec(name, k8s_tag, args.bin_dir / name, programs.get(name, await_ready),
+                       source=f"{k8s_source} cmd/{name}")
              for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")]
     # etcd-snapshot: backups stream out of the member's own pod, restores run as its init container.
     snapshot_tool = build_program("etcd-snapshot", args.out / "etcd-snapshot-bin")

@@ -6,6 +6,7 @@ import base64
 import json
 import os
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -23,6 +24,7 @@ from urllib3.exceptions import HTTPError
 from sandbox.cluster import pod_routes
 from sandbox.cluster.layout import cidrs
 from sandbox.operator import write_site_vars
+from tests.support.jwt_issuer import JwtIssuer
 from tests.support.k8sbin import versions as pinned_versions
 from tests.support.virtualclusters import (
     REPO_ROOT,
@@ -41,8 +43,8 @@ from tests.support.virtualclusters import (
 )
 
 NS = "kubenest-e2e-vc"
-EXPECTED = {"Deployment": 3, "StatefulSet": 1, "Service": 2, "Secret": 5, "NetworkPolicy": 3, "Pod": 4,
-            "PersistentVolumeClaim": 1}
+EXPECTED = {"Deployment": 3, "StatefulSet": 1, "Service": 2, "Secret": 5, "ConfigMap": 1, "NetworkPolicy": 3,
+            "Pod": 4, "PersistentVolumeClaim": 1}
 POOL = "/var/lib/kubenest/volumes"  # kosmos.kubenest.local_volumes on the control-plane machine
 
 
@@ -170,6 +172,92 @@ def test_extra_flags_reach_the_tenants_api_server_and_host_paths_are_refused(ope
     assert refused.value.status == 422
     assert "takes a file, a directory or a config file" in refused.value.body, refused.value.body
     assert get_vc(api, NS, "alpha")["metadata"]["generation"] == generation
+
+
+def _as_token(kubeconfig: dict, token: str, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
+    """A request to the tenant's API server with a bearer token, checking the server against the tenant's CA."""
+    cluster = kubeconfig["clusters"][0]["cluster"]
+    context = ssl.create_default_context(cadata=base64.b64decode(cluster["certificate-authority-data"]).decode())
+    request = urllib.request.Request(cluster["server"] + path, method=method, data=json.dumps(body).encode()
+                                     if body is not None else None,
+                                     headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"{}")
+
+
+def test_issuer_tokens_sign_tenant_users_in_and_the_audit_log_is_the_tenants_own(operator, host_cluster):
+    """spec.controlPlane.apiServer.authentication and .audit on alpha: a JWT issuer served from the sandbox's host
+    (its CA inline in the spec) signs a token, the tenant's API server takes it as user oidc:alice, RBAC in the
+    tenant decides what she may do, and her requests appear in the audit log streamed by the API server pod's
+    audit-log container. Taken out of the spec again, both are gone and her token is refused."""
+    _proc, api = operator
+    sb, _api = host_cluster
+    custom = k8s.CustomObjectsApi(api)
+    with JwtIssuer(address=sb.host_ip) as issuer:
+        api_server = {"authentication": issuer.authentication("kubenest-e2e"), "audit": {"policy": {"rules": [
+            {"level": "Metadata", "resources": [{"group": "", "resources": ["pods"]}], "namespaces": ["team-a"]},
+            {"level": "None"}]}}}
+        started = time.monotonic()
+        generation = custom.patch_namespaced_custom_object("kosmos.io", "v1alpha1", NS, "virtualclusters", "alpha", {
+            "spec": {"controlPlane": {"apiServer": api_server}}})["metadata"]["generation"]
+        wait_for(lambda: (get_vc(api, NS, "alpha")["status"].get("observedGeneration") == generation
+                          and condition(get_vc(api, NS, "alpha"), "Ready").get("status") == "True"), 300,
+                 "alpha Ready with its authentication and audit")
+        rolled = time.monotonic() - started
+        tenant, kubeconfig = tenant_client(get_vc(api, NS, "alpha"), api)
+        token = issuer.token("alice", "kubenest-e2e", groups=("devs",))
+        review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+        # The server may still be fetching the issuer's keys right after it started.
+        status, answer = wait_for(lambda: (lambda r: r if r[0] != 401 else None)(_as_token(
+            kubeconfig, token, "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", review)), 60,
+            "alice's token accepted")
+        assert status == 201 and answer["status"]["userInfo"]["username"] == "oidc:alice", answer
+        assert "oidc:devs" in answer["status"]["userInfo"]["groups"], answer
+        assert _as_token(kubeconfig, token, "GET", "/api/v1/namespaces/team-a/pods")[0] == 403
+        k8s.RbacAuthorizationV1Api(tenant).create_namespaced_role_binding("team-a", {
+            "metadata": {"name": "devs-view"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
+                                                           "kind": "ClusterRole", "name": "view"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "oidc:devs"}]})
+        wait_for(lambda: _as_token(kubeconfig, token, "GET", "/api/v1/namespaces/team-a/pods")[0] == 200, 30,
+                 "the devs group viewing team-a")
+        assert _as_token(kubeconfig, token, "GET", "/api/v1/namespaces/kube-system/pods")[0] == 403
+        assert _as_token(kubeconfig, issuer.token("alice", "elsewhere"), "POST",
+                         "/apis/authentication.k8s.io/v1/selfsubjectreviews", review)[0] == 401
+        asked = time.monotonic()
+
+        def alices_list_in_the_audit_log():
+            pods = k8s.CoreV1Api(api).list_namespaced_pod(
+                NS, label_selector="kosmos.io/virtualcluster=alpha,app.kubernetes.io/component=apiserver").items
+            serving = [p for p in pods if p.metadata.deletion_timestamp is None and p.status.phase == "Running"
+                       and "audit-log" in [c.name for c in p.spec.containers]]
+            events = [json.loads(line) for pod in serving for line in k8s.CoreV1Api(api).read_namespaced_pod_log(
+                pod.metadata.name, NS, container="audit-log").splitlines()]
+            return [e for e in events if e["user"]["username"] == "oidc:alice" and e["verb"] == "list"]
+
+        listed = wait_for(alices_list_in_the_audit_log, 60, "alice's requests in the audit log")
+        print(f"\nalpha rolled with an issuer and an audit policy in {rolled:.0f}s; {len(listed)} events of alice's "
+              f"lists in the streamed audit log, looked for {time.monotonic() - asked:.1f}s after her last request")
+        assert {e["responseStatus"]["code"] for e in listed if e["stage"] == "ResponseComplete"} == {200, 403}
+        assert {e["objectRef"]["namespace"] for e in listed} == {"team-a"}  # kube-system is not audited
+        pod = k8s.AppsV1Api(api).read_namespaced_deployment("alpha-apiserver", NS).spec.template.spec
+        audit_volume = next(v for v in pod.volumes if v.name == "audit-log")
+        assert audit_volume.empty_dir is not None and audit_volume.host_path is None
+
+        generation = custom.patch_namespaced_custom_object("kosmos.io", "v1alpha1", NS, "virtualclusters", "alpha", {
+            "spec": {"controlPlane": {"apiServer": {"authentication": None, "audit": None}}}})["metadata"][
+                "generation"]
+        wait_for(lambda: (get_vc(api, NS, "alpha")["status"].get("observedGeneration") == generation
+                          and condition(get_vc(api, NS, "alpha"), "Ready").get("status") == "True"), 300,
+                 "alpha Ready without them")
+        wait_for(lambda: _as_token(kubeconfig, token, "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                                   review)[0] == 401, 60, "alice's token refused again")
+    pod = k8s.AppsV1Api(api).read_namespaced_deployment("alpha-apiserver", NS).spec.template.spec
+    assert "audit-log" not in [c.name for c in pod.containers]
+    assert "--authentication-config" not in " ".join(pod.containers[0].command)
+    assert k8s.CoreV1Api(api).read_namespaced_config_map("alpha-apiserver-config", NS).data in (None, {})
 
 
 def test_no_run_artifact_and_no_status_holds_key_material(operator):

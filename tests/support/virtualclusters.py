@@ -169,6 +169,7 @@ def labelled_objects(api, namespace: str, name: str) -> dict[str, list[str]]:
         "StatefulSet": lambda: k8s.AppsV1Api(api).list_namespaced_stateful_set(namespace, label_selector=selector),
         "Service": lambda: k8s.CoreV1Api(api).list_namespaced_service(namespace, label_selector=selector),
         "Secret": lambda: k8s.CoreV1Api(api).list_namespaced_secret(namespace, label_selector=selector),
+        "ConfigMap": lambda: k8s.CoreV1Api(api).list_namespaced_config_map(namespace, label_selector=selector),
         "NetworkPolicy": lambda: k8s.NetworkingV1Api(api).list_namespaced_network_policy(namespace,
                                                                                          label_selector=selector),
         "Pod": lambda: k8s.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=selector),

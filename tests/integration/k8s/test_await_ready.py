@@ -39,6 +39,8 @@ def test_the_control_plane_images_carry_it(oci_images):
                 with tarfile.open(fileobj=archive.extractfile(member)) as layer:
                     names |= set(layer.getnames())
         assert "usr/local/bin/await-ready" in names, image
+        # The API server's pod streams the tenant's audit log with follow-log (test_apiserver_config.py).
+        assert ("usr/local/bin/follow-log" in names) == (image == "kube-apiserver"), image
 
 
 def test_returns_once_the_api_server_is_ready_in_yaml_and_json(await_ready, apiserver, tmp_path):

@@ -140,6 +140,37 @@ def test_control_plane_extra_args_are_admitted_and_refused_naming_the_kind_of_fl
         assert message in refused.value.body, (args, refused.value.body)
 
 
+def test_authentication_and_audit_are_admitted_and_bad_ones_refused_naming_the_field(kosmos):
+    ca = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+    jwt = {"issuer": {"url": "https://issuer.example", "audiences": ["tenant"], "certificateAuthority": ca},
+           "claimMappings": {"username": {"claim": "sub", "prefix": "oidc:"}}}
+    api_server = {"authentication": {"jwt": [jwt]}, "audit": {
+        "policy": {"rules": [{"level": "Metadata", "resources": [{"group": "", "resources": ["secrets"]}]}]},
+        "log": {"maxSizeMB": 20, "maxBackups": 1}}}
+    created = _create(kosmos, _vc("authn-audit", {"controlPlane": {"apiServer": api_server}}))
+    assert created["spec"]["controlPlane"]["apiServer"] == api_server
+    issuer = jwt["issuer"]
+    refusals = [
+        ({"authentication": {"jwt": [jwt]}, "extraArgs": {"oidc-client-id": "x"}}, "spec.controlPlane.apiServer",
+         "authentication replaces the oidc- flags"),
+        ({"authentication": {"jwt": [dict(jwt, issuer=dict(issuer, url="http://issuer.example"))]}},
+         "spec.controlPlane.apiServer.authentication.jwt[0].issuer.url", "should match '^https://'"),
+        ({"authentication": {"jwt": [dict(jwt, issuer=dict(issuer, certificateAuthority="/etc/ca.pem"))]}},
+         "spec.controlPlane.apiServer.authentication.jwt[0].issuer.certificateAuthority", "not a path"),
+        ({"audit": {"policy": {"rules": [{"level": "Everything"}]}}},
+         "spec.controlPlane.apiServer.audit.policy.rules[0].level", "Unsupported value"),
+        ({"audit": {"policy": {"rules": []}}}, "spec.controlPlane.apiServer.audit.policy.rules", "at least 1"),
+        ({"audit": {"policy": {"rules": [{"level": "None"}]}, "log": {"maxSizeMB": 0}}},
+         "spec.controlPlane.apiServer.audit.log.maxSizeMB", "should be greater than or equal to 1"),
+        ({"extraArgs": {"audit-log-maxsize": "5"}}, "spec.controlPlane.apiServer.extraArgs", "audit-"),
+    ]
+    for given, field, message in refusals:
+        with pytest.raises(ApiException) as refused:
+            _create(kosmos, _vc("refused-authn", {"controlPlane": {"apiServer": given}}))
+        assert refused.value.status == 422, refused.value.body
+        assert field in refused.value.body and message in refused.value.body, (given, refused.value.body)
+
+
 def test_status_is_a_subresource_and_printer_columns_exist(kosmos, api_client, apiserver):
     created = _create(kosmos, _vc("status-check", {}))
     body = {"status": {"phase": "Preparing", "observedGeneration": 1,

@@ -101,7 +101,7 @@ def test_the_spec_maps_to_components_and_a_bad_one_is_a_problem_of_the_request()
     assert virtualcluster_problems(request) == ["controlPlane.apiServer.extraArgs: --tls-min-version is refused: "
                                                 "the collection owns the tls- flags"]
     request["spec"]["controlPlane"]["apiServer"] = {"flags": {}}
-    assert virtualcluster_problems(request) == ["controlPlane.apiServer takes extraArgs only"]
+    assert virtualcluster_problems(request) == ["controlPlane.apiServer takes extraArgs, authentication, audit only"]
 
 
 def _crd_extra_args():

@@ -1,0 +1,3 @@
+module kubenest.local/follow-log
+
+go 1.26.0
