@@ -8,14 +8,16 @@ in its PKI Secrets every --cert-check-interval and starts a run when one of them
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
 
 import kopf
 from kubernetes.client.rest import ApiException
 
+from . import metrics
 from . import status as st
-from .certificates import due_certificates, pki_secrets
+from .certificates import due_certificates, expiry_times, pki_secrets
 from .context import Context
 from .extravars import load_site_vars, plain, renew_before_days
 from .handlers import _converge, runner_slot
@@ -37,7 +39,9 @@ async def check(ctx: Context, namespace: str, name: str, logger: logging.Logger)
     if not _settled(body):
         return False
     renew_before = renew_before_days(load_site_vars(ctx.config.site_vars))
-    due = due_certificates(await pki_secrets(ctx, namespace, name), renew_before)
+    secrets = await pki_secrets(ctx, namespace, name)
+    metrics.set_certificates(namespace, name, expiry_times(secrets))
+    due = due_certificates(secrets, renew_before)
     if not due:
         return False
     async with ctx.locks.hold(namespace, name):
@@ -64,6 +68,16 @@ async def renew_certificates(name: str, namespace: str, memo: kopf.Memo, stopped
     # No cancellation timeout: a renewal run in progress ends by itself (deletion waits for it) rather than
     # being killed half-way.
     ctx: Context = memo.ctx
+    try:
+        await _watch(ctx, namespace, name, stopped, logger)
+    finally:
+        metrics.set_certificates(namespace, name, None)
+
+
+async def _watch(ctx: Context, namespace: str, name: str, stopped: kopf.DaemonStopped,
+                 logger: logging.Logger) -> None:
+    with contextlib.suppress(ApiException):  # the expiry metrics from the start, not only after an interval
+        metrics.set_certificates(namespace, name, expiry_times(await pki_secrets(ctx, namespace, name)))
     while not stopped:
         await stopped.wait(ctx.config.cert_check_interval)
         if stopped:

@@ -38,6 +38,20 @@ def due_certificates(secrets: dict[str, dict[str, str]], renew_before: float,
     return due
 
 
+def expiry_times(secrets: dict[str, dict[str, str]]) -> dict[tuple[str, str], float]:
+    """(secret, key) -> when the certificate expires (a Unix time), for every readable certificate, CAs included."""
+    times = {}
+    for secret_name, data in secrets.items():
+        for key, value in data.items():
+            if key.endswith(".crt"):
+                try:
+                    cert = pki.load_certificate_pem(base64.b64decode(value))
+                except ValueError:
+                    continue
+                times[(secret_name, key)] = pki.certificate_not_after(cert).timestamp()
+    return times
+
+
 async def pki_secrets(ctx: Context, namespace: str, name: str) -> dict[str, dict[str, str]]:
     secrets = {}
     for pattern in PKI_SECRETS:

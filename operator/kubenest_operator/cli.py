@@ -96,8 +96,17 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--spec-kubeconfig", action="store_true",
                    help="compatibility: also write the admin kubeconfig into spec.kubeconfig (restored if changed)")
     p.add_argument("--liveness", metavar="URL", help="serve a liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
+    p.add_argument("--metrics-address", metavar="HOST:PORT", type=metrics_address,
+                   help="serve Prometheus metrics at http://HOST:PORT/metrics, e.g. :9090 (docs/metrics.md)")
     p.add_argument("--verbose", "-v", action="store_true", help="debug logging")
     return p
+
+
+def metrics_address(text: str) -> str:
+    host, colon, port = text.rpartition(":")
+    if not colon or not port.isdigit() or not 0 < int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT (HOST may be empty: every address)")
+    return text
 
 
 def config_from_args(args: argparse.Namespace) -> Config:
@@ -173,6 +182,16 @@ def main(argv: list[str] | None = None) -> int:
     except (kubernetes.config.ConfigException, KubeClientError, yaml.YAMLError, OSError, ValueError) as exc:
         log.error("cannot use the kubeconfig: %s", " ".join(str(exc).split()))
         return 2
+    if args.metrics_address:
+        from . import metrics
+
+        namespaces = config.namespaces
+        try:
+            metrics.serve(args.metrics_address, lambda: (ctx.api.virtualclusters_now(namespaces),
+                                                        ctx.api.globalnodes_now()))
+        except OSError as exc:
+            log.error("--metrics-address %s: %s", args.metrics_address, exc)
+            return 2
     identity = own_identity()
     priority = config.priority
     if config.peering is not None and priority is None:

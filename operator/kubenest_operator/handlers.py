@@ -19,8 +19,9 @@ from typing import Any
 import kopf
 from kubernetes.client.rest import ApiException
 
-from . import drift, health, node_queue, restores, spec_kubeconfig
+from . import drift, health, metrics, node_queue, restores, spec_kubeconfig
 from . import status as st
+from .certificates import expiry_times, pki_secrets
 from .context import Context
 from .errors import backoff, failure_reason, summarize
 from .extravars import build_extravars, desired_spec, plain
@@ -119,10 +120,18 @@ async def runner_slot(ctx: Context, body: kopf.Body) -> AsyncIterator[None]:
         with contextlib.suppress(ApiException):
             await ctx.api.patch_virtualcluster_status(namespace, body.metadata.name,
                                                       st.queued((body.get("status") or {}).get("phase")))
-    await ctx.slots.acquire(namespace)
+    asked = time.monotonic()
+    metrics.WAITING.inc()
+    try:
+        await ctx.slots.acquire(namespace)
+    finally:
+        metrics.WAITING.dec()
+    metrics.SLOT_WAIT.observe(time.monotonic() - asked)
+    metrics.RUNNING.inc()
     try:
         yield
     finally:
+        metrics.RUNNING.dec()
         ctx.slots.release(namespace)
 
 
@@ -161,12 +170,15 @@ async def execute(ctx: Context, body: kopf.Body, state: str, phase: str, logger:
             watcher.cancel()
         await reporter
     logger.info(f"run {run_id}: {outcome.status} after {outcome.seconds:.1f}s")
+    metrics.record_run(playbook, phase, outcome.status, outcome.seconds)
+    metrics.record_steps(tracker.step_durations)
     return Run(run_id, started_at, tracker, outcome, playbook, aborted_for_deletion=abort.is_set())
 
 
 async def _retry_later(ctx: Context, body: kopf.Body, run: Run, retry: int, message: str, reason: str,
                        delay: float | None = None) -> kopf.TemporaryError:
     delay = backoff(retry, ctx.config.backoff_base, ctx.config.backoff_max) if delay is None else delay
+    metrics.record_failure(reason)
     await _set_ready(ctx, body, "False", reason, message, body.metadata.get("generation"))
     await ctx.api.patch_virtualcluster_status(
         body.metadata.namespace, body.metadata.name,
@@ -294,6 +306,9 @@ async def _converge(ctx: Context, body: kopf.Body, phase: str, retry: int, logge
             await health.record_inventory(ctx, body.metadata.namespace, body.metadata.name)
         except ApiException as exc:  # the look then compares against the last record, or the workloads
             logger.warning(f"could not record the control plane's objects: HTTP {exc.status}")
+        with contextlib.suppress(ApiException):  # a run may have issued or renewed certificates
+            metrics.set_certificates(body.metadata.namespace, body.metadata.name,
+                                     expiry_times(await pki_secrets(ctx, body.metadata.namespace, body.metadata.name)))
         observed = await _complete(ctx, body, run, retry, logger)
         try:
             await drift.record_revision(ctx, body.metadata.namespace, body.metadata.name)
@@ -304,6 +319,7 @@ async def _converge(ctx: Context, body: kopf.Body, phase: str, retry: int, logge
     failure = run.tracker.last_failure
     if failure is not None and failure.permanent is not None:
         # Retrying cannot help; kopf runs the handler again only for a new spec.
+        metrics.record_failure(failure.permanent.reason)
         await _set_ready(ctx, body, "False", failure.permanent.reason, failure.permanent.message, generation)
         await ctx.api.patch_virtualcluster_status(body.metadata.namespace, body.metadata.name, st.failed_permanently(
             generation=generation, reason=failure.permanent.reason, message=failure.permanent.message,

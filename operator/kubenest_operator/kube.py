@@ -121,13 +121,18 @@ class Api:
 
     async def list_virtualclusters(self, namespaces: tuple[str, ...] = ()) -> list[dict[str, Any]]:
         """In every namespace, or in the given ones (the operator's namespaced mode)."""
+        return await asyncio.to_thread(self.virtualclusters_now, namespaces)
+
+    def virtualclusters_now(self, namespaces: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+        """list_virtualclusters for a thread of its own (the metrics' server)."""
         if not namespaces:
-            listed = await self._call(self.custom.list_cluster_custom_object, GROUP, VERSION, VIRTUALCLUSTERS)
+            listed = self.custom.list_cluster_custom_object(GROUP, VERSION, VIRTUALCLUSTERS,
+                                                            _request_timeout=REQUEST_TIMEOUT)
             return listed.get("items") or []
         items: list[dict[str, Any]] = []
         for namespace in namespaces:
-            listed = await self._call(self.custom.list_namespaced_custom_object, GROUP, VERSION, namespace,
-                                      VIRTUALCLUSTERS)
+            listed = self.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, VIRTUALCLUSTERS,
+                                                               _request_timeout=REQUEST_TIMEOUT)
             items.extend(listed.get("items") or [])
         return items
 
@@ -157,7 +162,10 @@ class Api:
                                 _content_type=MERGE_PATCH)
 
     async def list_globalnodes(self) -> list[dict[str, Any]]:
-        listed = await self._call(self.custom.list_cluster_custom_object, GROUP, VERSION, GLOBALNODES)
+        return await asyncio.to_thread(self.globalnodes_now)
+
+    def globalnodes_now(self) -> list[dict[str, Any]]:
+        listed = self.custom.list_cluster_custom_object(GROUP, VERSION, GLOBALNODES, _request_timeout=REQUEST_TIMEOUT)
         return listed.get("items") or []
 
     async def list_nodes(self) -> list[dict[str, Any]]:

@@ -6,6 +6,7 @@ The runner calls `RunTracker.__call__` from its worker thread; the event loop re
 from __future__ import annotations
 
 import collections
+import datetime
 import logging
 import threading
 from dataclasses import dataclass
@@ -20,6 +21,8 @@ TASK_END_EVENTS = frozenset({"runner_on_ok", "runner_on_failed", "runner_on_skip
 RESULT_KEY = "kubenest_result"
 # A node's promotion ends with this when its virtual cluster's control plane failed in the same run.
 CONSEQUENCE_MARKER = "[kubenest:step:ControlPlane]"
+# The task a node enters each step of its promotion or return with (roles/node_promote/tasks/step.yml).
+STEP_ACTION = "kosmos.kubenest.promotion_step"
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,11 @@ class RunTracker:
         self.finished = False
         # Errors outside tasks (syntax errors, missing files) only show up as output lines.
         self._output_tail: collections.deque[str] = collections.deque(maxlen=5)
+        # Steps of promotions and returns: the one each node is in since when, when it last ended a task, and
+        # (step, seconds) of every step left; a step lasts until the node enters the next or its last task ends.
+        self._steps: dict[str, tuple[str, float]] = {}
+        self._last_seen: dict[str, float] = {}
+        self.step_durations: list[tuple[str, float]] = []
 
     def __call__(self, event: dict[str, Any]) -> bool:
         try:
@@ -86,10 +94,14 @@ class RunTracker:
             elif name in TASK_END_EVENTS:
                 if data.get("task_uuid") == self._task_uuid:
                     self._finish_current()
+                self._track_step(name, data, _seconds(event.get("created")))
                 if name in ("runner_on_failed", "runner_on_unreachable") and not data.get("ignore_errors"):
                     self._record_failure(data, unreachable=name == "runner_on_unreachable")
             elif name == "playbook_on_stats":
                 self._finish_current()
+                for host, (step, since) in sorted(self._steps.items()):
+                    self.step_durations.append((step, max(0.0, self._last_seen.get(host, since) - since)))
+                self._steps.clear()
                 self._role = self._task = None
                 artifact_data = data.get("artifact_data") or {}
                 if isinstance(artifact_data.get(RESULT_KEY), dict):
@@ -100,6 +112,19 @@ class RunTracker:
                 for line in str(event["stdout"]).splitlines():
                     if line.strip():
                         self._output_tail.append(line.strip())
+
+    def _track_step(self, name: str, data: dict[str, Any], at: float | None) -> None:
+        host = data.get("host")
+        if not host or at is None:
+            return
+        self._last_seen[host] = at
+        step = (data.get("res") or {}).get("step") if name == "runner_on_ok" else None
+        if data.get("task_action") != STEP_ACTION or not isinstance(step, str):
+            return
+        if host in self._steps:
+            left, since = self._steps[host]
+            self.step_durations.append((left, max(0.0, at - since)))
+        self._steps[host] = (step, at)
 
     def _finish_current(self) -> None:
         if not self._task_counted:
@@ -137,3 +162,12 @@ class RunTracker:
     def output_tail(self) -> str:
         with self._lock:
             return summarize(" | ".join(self._output_tail))
+
+
+def _seconds(created: Any) -> float | None:
+    """An event's `created` time (ISO 8601, UTC) as a Unix time."""
+    try:
+        stamp = datetime.datetime.fromisoformat(str(created))
+    except ValueError:
+        return None
+    return (stamp if stamp.tzinfo else stamp.replace(tzinfo=datetime.UTC)).timestamp()

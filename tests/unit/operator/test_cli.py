@@ -32,6 +32,7 @@ def test_namespaces_standalone_and_limits(tmp_path):
 @pytest.mark.parametrize("argv", [
     ["--standalone", "--peering", "x"], ["-n", "a", "--all-namespaces"], ["--max-parallel", "0"],
     ["--artifacts-keep", "-1"], ["--allowed-registry", "evil.example/path"], ["--allowed-registry", "a b"],
+    ["--metrics-address", "9100"], ["--metrics-address", ":0"], ["--metrics-address", "host:http"],
 ])
 def test_conflicting_or_bad_options_are_refused(argv):
     with pytest.raises(SystemExit):
@@ -54,3 +55,8 @@ def test_runs_per_namespace_default_to_half_and_never_exceed_the_total():
     assert config("--max-parallel", "1", kubeconfig="kc").max_parallel_per_namespace == 1
     assert config("--max-parallel", "3", "--max-parallel-per-namespace", "9",
                   kubeconfig="kc").max_parallel_per_namespace == 3
+
+
+@pytest.mark.parametrize("address", [":9100", "127.0.0.1:9100", "[::]:9100"])
+def test_a_metrics_address_is_host_and_port(address):
+    assert parser().parse_args(["--metrics-address", address]).metrics_address == address

@@ -139,3 +139,23 @@ def test_notes_from_outside_the_playbook_read_like_its_output():
     tracker = RunTracker()
     tracker.note("could not run virtualcluster.yml: [Errno 28] No space left on device")
     assert "No space left" in tracker.output_tail()
+
+
+def step(host: str, name: str, at: str, action: str = "kosmos.kubenest.promotion_step", event="runner_on_ok") -> dict:
+    return {"event": event, "created": f"2026-12-05T10:00:{at}", "event_data": {
+        "task": f"Step {name}", "task_uuid": f"{host}-{name}", "host": host, "task_action": action,
+        "res": {"step": name}}}
+
+
+def test_each_node_step_lasts_until_the_next_step_or_the_nodes_last_task():
+    tracker = RunTracker()
+    feed(tracker,
+         step("w1", "Drain", "00.000000"), step("w2", "Drain", "01.000000"),
+         step("w1", "Images", "03.500000"),
+         # Not a step: a task of w2 that ends its Drain only as its last task.
+         step("w2", "ignored", "04.000000", action="kosmos.kubenest.kube_apply"),
+         step("w1", "Kubelet", "05.000000"),
+         step("w1", "failed", "09.000000", action="ansible.builtin.command", event="runner_on_failed"),
+         stats())
+    assert sorted(tracker.step_durations) == [("Drain", 3.0), ("Drain", 3.5), ("Images", 1.5), ("Kubelet", 4.0)]
+    assert tracker(stats()) is True and len(tracker.step_durations) == 4  # a second end adds nothing
