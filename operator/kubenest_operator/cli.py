@@ -186,9 +186,12 @@ def main(argv: list[str] | None = None) -> int:
         from . import metrics
 
         namespaces = config.namespaces
+
+        def list_objects():
+            return ctx.api.virtualclusters_now(namespaces), ctx.api.globalnodes_now()
+
         try:
-            metrics.serve(args.metrics_address, lambda: (ctx.api.virtualclusters_now(namespaces),
-                                                        ctx.api.globalnodes_now()))
+            metrics.serve(args.metrics_address, list_objects)
         except OSError as exc:
             log.error("--metrics-address %s: %s", args.metrics_address, exc)
             return 2

@@ -132,7 +132,7 @@ def _virtualcluster_families(virtualclusters: list[dict[str, Any]]):
 
 def serve(address: str, list_objects) -> None:
     """Serve the metrics at host:port (an empty host: every address) from a thread of their own."""
-    host, _, port = address.rpartition(":")
+    host, _colon, port = address.rpartition(":")
     REGISTRY.register(ObjectsCollector(list_objects))
     start_http_server(int(port), addr=host.strip("[]") or "0.0.0.0", registry=REGISTRY)
     log.info("metrics at http://%s:%s/metrics", host or "0.0.0.0", port)

@@ -120,4 +120,3 @@ def test_the_delete_and_the_nodes_return_are_measured(measured):
                         lambda n: n == 0, 30, "the deleted VirtualCluster gone from the metrics")
     print(f"\ndelete run {deleted:.1f}s (gone after {took:.1f}s); return steps: "
           + ", ".join(f"{step} {seconds:.1f}s" for step, seconds in steps.items()))
-

@@ -85,8 +85,8 @@ def test_runs_failures_and_steps_are_counted():
     metrics.record_steps([("Drain", 3.0), ("Drain", 1.0)])
     assert _value("kubenest_runs_total", {"playbook": "virtualcluster.yml", "phase": "Preparing",
                                           "outcome": "successful"}) == before + 1
-    assert _value("kubenest_run_duration_seconds_bucket", {"playbook": "virtualcluster.yml", "phase": "Preparing",
-                                                          "outcome": "successful", "le": "45.0"}) >= 1
+    bucket = {"playbook": "virtualcluster.yml", "phase": "Preparing", "outcome": "successful", "le": "45.0"}
+    assert _value("kubenest_run_duration_seconds_bucket", bucket) >= 1
     assert _value("kubenest_run_failures_total", {"reason": "RunFailed"}) >= 1
     assert _value("kubenest_node_step_duration_seconds_count", {"step": "Drain"}) >= 2
     assert b"kubenest_runs_waiting" in generate_latest(metrics.REGISTRY)
