@@ -5,7 +5,6 @@ container), and the CRD admitting the same choices as the collection's check."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import yaml
@@ -21,11 +20,8 @@ from ansible_collections.kosmos.kubenest.plugins.plugin_utils.apiserver_config i
     authentication_configuration,
 )
 
-CRD = Path(__file__).resolve().parents[3] / "deploy" / "crds" / "kosmos.io_virtualclusters.yaml"
-VC = {"name": "vc1", "namespace": "tenants", "labels": {}, "selector": {"kosmos.io/virtualcluster": "vc1"},
-      "owner_references": []}
-SETTINGS = {"image_repository": "kubenest.local", "version": "v1.36.3", "etcd_endpoint": "https://vc1-etcd:2379",
-            "service_cidr": "10.96.0.0/16"}
+from tests.unit.collection.hosted import CRD, SETTINGS, VC
+
 CA = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ast
 import re
-from pathlib import Path
 
 import pytest
 import yaml
@@ -23,11 +22,7 @@ from ansible_collections.kosmos.kubenest.plugins.plugin_utils.control_plane_flag
     with_extra_flags,
 )
 
-CRD = Path(__file__).resolve().parents[3] / "deploy" / "crds" / "kosmos.io_virtualclusters.yaml"
-VC = {"name": "vc1", "namespace": "tenants", "labels": {}, "selector": {"kosmos.io/virtualcluster": "vc1"},
-      "owner_references": []}
-SETTINGS = {"image_repository": "kubenest.local", "version": "v1.36.3", "etcd_endpoint": "https://vc1-etcd:2379",
-            "service_cidr": "10.96.0.0/16", "pod_cidr": "10.244.0.0/16"}
+from tests.unit.collection.hosted import CRD, SETTINGS, VC
 
 
 def test_the_tenants_own_flags_pass_in_name_order_as_strings():
