@@ -24,8 +24,9 @@ from tests.support.playbook import write_inventory
 REPO = Path(__file__).resolve().parents[3]
 VENV_BIN = Path(sys.executable).parent
 TOP_LEVEL = {"MANIFEST.json", "FILES.json", "README.md", "requirements.txt", "versions.env", "plugins", "roles",
-             "playbooks", "meta", "docs", "changelogs", "deploy"}
-MUST_HOLD = ("versions.env", "plugins/connection/nodeagent.py", "plugins/plugin_utils/agent/mux.py",
+             "playbooks", "meta", "docs", "changelogs", "deploy", "dashboards"}
+MUST_HOLD = ("versions.env", "dashboards/kubenest.json", "docs/metrics.md", "plugins/connection/nodeagent.py",
+             "plugins/plugin_utils/agent/mux.py",
              "requirements.txt",
              "meta/runtime.yml", "deploy/crds/kosmos.io_virtualclusters.yaml", "playbooks/virtualcluster.yml",
              "roles/node_promote/meta/argument_specs.yml")
