@@ -38,6 +38,7 @@ type follower struct {
 	offset  int64
 	partial []byte
 	out     *bufio.Writer
+	last    os.FileInfo // the file read before the one to open next, when that one was rotated away
 }
 
 // open a file to read from its beginning: the one at the path, or a rotated one.
@@ -79,11 +80,11 @@ func (f *follower) drain() error {
 // step reads what is new, then notices a rotation (the path names another file, or none) or a truncation.
 func (f *follower) step() error {
 	if f.file == nil {
-		if err := f.open(f.path); err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
+		if err := f.next(); err != nil {
 			return err
+		}
+		if f.file == nil {
+			return nil
 		}
 	}
 	if err := f.drain(); err != nil {
@@ -98,22 +99,15 @@ func (f *follower) step() error {
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return err
 	case err != nil || !os.SameFile(current, held):
-		// Renamed away: its writer has moved on to a new file; what is left of the old one was just read. A
-		// writer that rotated more than once since the last look left whole files in between: read those too.
+		// Renamed away: its writer has moved on to a new file, after perhaps writing more to this one since it
+		// was read above, so it is read to its end once more; the next look goes on from it.
+		if err := f.drain(); err != nil {
+			return err
+		}
 		f.endLine()
 		f.file.Close()
-		f.file = nil
-		for _, missed := range f.rotatedAfter(held) {
-			if err := f.open(missed); err != nil {
-				return err
-			}
-			if err := f.drain(); err != nil {
-				return err
-			}
-			f.endLine()
-			f.file.Close()
-			f.file = nil
-		}
+		f.file, f.last = nil, held
+		return f.next()
 	case held.Size() < f.offset:
 		// Truncated in place: start over from its beginning.
 		if _, err := f.file.Seek(0, io.SeekStart); err != nil {
@@ -122,6 +116,45 @@ func (f *follower) step() error {
 		f.offset, f.partial = 0, nil
 	}
 	return nil
+}
+
+// next opens the file to follow after the last one read: first, whole, every file rotated after that one (a
+// writer that rotated several times since the last look), then the one at the path, unless that too was rotated
+// meanwhile. Without a last one (the start), the one at the path. Leaves f.file nil while there is none.
+func (f *follower) next() error {
+	for {
+		if f.last != nil {
+			for _, missed := range f.rotatedAfter(f.last) {
+				if err := f.open(missed); err != nil {
+					return err
+				}
+				if err := f.drain(); err != nil {
+					return err
+				}
+				f.endLine()
+				info, err := f.file.Stat()
+				f.file.Close()
+				f.file = nil
+				if err != nil {
+					return err
+				}
+				f.last = info
+			}
+		}
+		if err := f.open(f.path); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if f.last == nil || len(f.rotatedAfter(f.last)) == 0 {
+			f.last = nil
+			return nil
+		}
+		// Rotated again between the two looks: what came before the opened file is read first.
+		f.file.Close()
+		f.file = nil
+	}
 }
 
 // endLine ends a line the writer left without its newline (it never will add it now).
