@@ -24,6 +24,7 @@ from urllib3.exceptions import HTTPError
 from sandbox.cluster import pod_routes
 from sandbox.cluster.layout import cidrs
 from sandbox.operator import write_site_vars
+from tests.support.http import json_request
 from tests.support.jwt_issuer import JwtIssuer
 from tests.support.k8sbin import versions as pinned_versions
 from tests.support.virtualclusters import (
@@ -178,14 +179,7 @@ def _as_token(kubeconfig: dict, token: str, method: str, path: str, body: dict |
     """A request to the tenant's API server with a bearer token, checking the server against the tenant's CA."""
     cluster = kubeconfig["clusters"][0]["cluster"]
     context = ssl.create_default_context(cadata=base64.b64decode(cluster["certificate-authority-data"]).decode())
-    request = urllib.request.Request(cluster["server"] + path, method=method, data=json.dumps(body).encode()
-                                     if body is not None else None,
-                                     headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, context=context, timeout=30) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"{}")
+    return json_request(cluster["server"] + path, method, context, token, body)
 
 
 def test_issuer_tokens_sign_tenant_users_in_and_the_audit_log_is_the_tenants_own(operator, host_cluster):

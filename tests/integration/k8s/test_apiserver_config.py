@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import ssl
 import subprocess
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -18,6 +16,7 @@ from ansible_collections.kosmos.kubenest.plugins.filter.hosted_manifest import h
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils import apiserver_config
 
 from tests.support.apiserver import ApiServer
+from tests.support.http import json_request
 from tests.support.jwt_issuer import JwtIssuer
 from tests.support.procs import wait_until
 
@@ -57,16 +56,7 @@ def configured(issuer, k8s_bin_dir, tmp_path_factory):
 def _request(api, method, path, token=None, body=None):
     """(status, decoded body) of a request made with `token`, or with the admin's certificate without one."""
     context = api.ssl_context() if token is None else ssl.create_default_context(cafile=str(api.ca_file))
-    headers = {"Content-Type": "application/json"}
-    if token:
-        headers["Authorization"] = "Bearer " + token
-    request = urllib.request.Request(api.url + path, method=method, headers=headers,
-                                     data=json.dumps(body).encode() if body is not None else None)
-    try:
-        with urllib.request.urlopen(request, context=context, timeout=30) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"{}")
+    return json_request(api.url + path, method, context, token, body)
 
 
 def _who(api, token):
