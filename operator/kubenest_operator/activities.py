@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import kopf
 
 from .kube import connection_info
+from .looks import QuietTimer
 from .settings import apply_kopf_settings
 
 
@@ -19,6 +21,7 @@ def login(memo: kopf.Memo, **_: Any) -> kopf.ConnectionInfo:
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     apply_kopf_settings(settings, memo.ctx.config)
+    logging.getLogger("kopf.objects").addFilter(QuietTimer())
 
 
 @kopf.on.cleanup()

@@ -167,13 +167,13 @@ def main(argv: list[str] | None = None) -> int:
     from . import (  # noqa: F401
         activities,
         agent_audit,
-        cert_renewal,
-        control_plane_health,
         globalnodes,
         handlers,
-        node_health,
+        looks,
         spec_kubeconfig,
     )
+
+    looks.register(config)
     from .context import Context
     from .peering import claim_priority, own_identity
 

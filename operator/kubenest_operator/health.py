@@ -1,9 +1,11 @@
-"""How a virtual cluster's control plane stands against what the collection last applied.
+"""How a virtual cluster stands: its control plane against what the collection last applied, its tenant's Nodes,
+its certificates.
 
 One assessment serves the operator's start (resume: does this virtual cluster need a run?) and the periodic
-look (control_plane_health: report it in Ready, repair it with a run). It compares what exists in the host
+look (looks.py: report it in the status, repair or renew with a run). It compares what exists in the host
 namespace with what the last successful run left there (`status.controlPlaneObjects`, recorded by the operator
-from the objects the collection's field manager wrote), and asks the tenant's own API through its endpoint:
+from the objects the collection's field manager wrote), asks the tenant's own API through its endpoint (its
+Nodes, a consistent read), and reads the PKI Secrets for certificates inside their renewal window:
 
 - an object that is gone, or whose fields the collection set were changed by someone else (a Deployment
   scaled to 0, an image or flag edited, a Service's ports or a NetworkPolicy changed), is repaired by a run;
@@ -17,17 +19,17 @@ from __future__ import annotations
 import asyncio
 import base64
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import kubernetes
 import yaml
 from kubernetes.client.rest import ApiException
 
-from . import owners
-from .certificates import PKI_SECRETS
+from . import metrics, owners
+from .certificates import PKI_SECRETS, due_certificates, expiry_times, pki_secrets
 from .context import Context
-from .extravars import plain
+from .extravars import load_site_vars, plain, renew_before_days
 from .kube import TENANT_TIMEOUT_S
 
 LABEL = "kosmos.io/virtualcluster"
@@ -37,6 +39,22 @@ LABEL = "kosmos.io/virtualcluster"
 class Finding:
     text: str
     repair: bool  # a playbook run puts it right; otherwise it is reported until it passes
+
+
+@dataclass
+class Assessment:
+    findings: list[Finding] = field(default_factory=list)  # the control plane's
+    nodes: dict[str, bool] | None = None  # the tenant's Nodes and whether each is Ready; None: not asked, no answer
+    due: list[str] = field(default_factory=list)  # certificates inside their renewal window
+
+    def reason_to_run(self, promoted: Sequence[str]) -> str | None:
+        """What a run would put right, or None."""
+        if self.findings:
+            return "; ".join(finding.text for finding in self.findings)
+        missing = [name for name in promoted if self.nodes is not None and not self.nodes.get(name)]
+        if missing:
+            return f"{', '.join(missing)} not Ready in the virtual cluster"
+        return f"certificates are due: {', '.join(self.due)}" if self.due else None
 
 
 @dataclass(frozen=True)
@@ -142,22 +160,23 @@ def assess_objects(objects: Mapping[str, Mapping[str, Any]],
     return findings
 
 
-def ask_tenant(kubeconfig: bytes) -> str | None:
-    """What is wrong with the tenant's API seen from outside, through its endpoint (blocking): it answers a
-    consistent read, which only an API server with its etcd behind it can."""
+def ask_tenant(kubeconfig: bytes) -> tuple[str | None, dict[str, bool]]:
+    """What is wrong with the tenant's API seen from outside, through its endpoint, and its Nodes' readiness
+    (blocking). Listing the Nodes is a consistent read, which only an API server with its etcd behind it answers."""
     try:
         client = kubernetes.config.new_client_from_config_dict(yaml.safe_load(kubeconfig))
     except Exception as exc:  # a kubeconfig that cannot be used is the same as an API that does not answer
-        return f"the virtual cluster's API does not answer: {type(exc).__name__}"
+        return f"the virtual cluster's API does not answer: {type(exc).__name__}", {}
     try:
-        kubernetes.client.CoreV1Api(client).list_namespace(limit=1, _request_timeout=TENANT_TIMEOUT_S)
+        nodes = kubernetes.client.CoreV1Api(client).list_node(_request_timeout=TENANT_TIMEOUT_S).items
     except ApiException as exc:
-        return f"the virtual cluster's API does not answer: HTTP {exc.status}"
+        return f"the virtual cluster's API does not answer: HTTP {exc.status}", {}
     except Exception as exc:  # unreachable, refused, timed out
-        return f"the virtual cluster's API does not answer: {type(exc).__name__}"
+        return f"the virtual cluster's API does not answer: {type(exc).__name__}", {}
     finally:
         client.close()
-    return None
+    return None, {node.metadata.name: any(c.type == "Ready" and c.status == "True"
+                                          for c in (node.status.conditions or [])) for node in nodes}
 
 
 async def admin_kubeconfig(ctx: Context, namespace: str, status: Mapping[str, Any]) -> bytes | None:
@@ -173,24 +192,34 @@ async def admin_kubeconfig(ctx: Context, namespace: str, status: Mapping[str, An
     return base64.b64decode(value) if value else None
 
 
-async def assess(ctx: Context, body: Mapping[str, Any]) -> list[Finding]:
-    """Everything wrong with the virtual cluster's control plane now; empty when it is as the last run left it."""
+async def assess(ctx: Context, body: Mapping[str, Any], control_plane: bool = True,
+                 certificates: bool = True) -> Assessment:
+    """The virtual cluster now: with `control_plane`, its host-side objects against the last run's record and its
+    tenant's API and Nodes; with `certificates`, which are due (and their expiry, for the metrics)."""
     metadata, status = plain(body.get("metadata") or {}), plain(body.get("status") or {})
     namespace, name = metadata["namespace"], metadata["name"]
-    objects = await asyncio.to_thread(list_objects, ctx.api.client, namespace, name)
-    expected = status.get("controlPlaneObjects") or workloads(name)
-    findings = assess_objects(objects, expected)
-    kubeconfig = await admin_kubeconfig(ctx, namespace, status)
-    if kubeconfig is None:
-        secret = (status.get("kubeconfigSecretRef") or {}).get("name")
-        recorded = any(entry.get("kind") == "Secret" and entry.get("name") == secret for entry in expected)
-        if f"Secret/{secret}" in objects or not recorded:  # else it was found missing above
-            findings.append(Finding("the admin kubeconfig is missing", True))
-    else:
-        problem = await asyncio.to_thread(ask_tenant, kubeconfig)
-        if problem:
-            findings.append(Finding(problem, False))
-    return findings
+    found = Assessment()
+    if control_plane:
+        objects = await asyncio.to_thread(list_objects, ctx.api.client, namespace, name)
+        expected = status.get("controlPlaneObjects") or workloads(name)
+        found.findings = assess_objects(objects, expected)
+        kubeconfig = await admin_kubeconfig(ctx, namespace, status)
+        if kubeconfig is None:
+            secret = (status.get("kubeconfigSecretRef") or {}).get("name")
+            recorded = any(entry.get("kind") == "Secret" and entry.get("name") == secret for entry in expected)
+            if f"Secret/{secret}" in objects or not recorded:  # else it was found missing above
+                found.findings.append(Finding("the admin kubeconfig is missing", True))
+        else:
+            problem, nodes = await asyncio.to_thread(ask_tenant, kubeconfig)
+            if problem:
+                found.findings.append(Finding(problem, False))
+            else:
+                found.nodes = nodes
+    if certificates:
+        secrets = await pki_secrets(ctx, namespace, name)
+        metrics.set_certificates(namespace, name, expiry_times(secrets))
+        found.due = due_certificates(secrets, renew_before_days(load_site_vars(ctx.config.site_vars)))
+    return found
 
 
 async def record_inventory(ctx: Context, namespace: str, name: str) -> list[dict[str, Any]]:

@@ -13,7 +13,6 @@ from typing import Any
 
 import kopf
 import kubernetes
-import yaml
 from ansible_collections.kosmos.kubenest.plugins.module_utils import kube_client
 from kubernetes.client.rest import ApiException
 
@@ -65,22 +64,6 @@ def connection_info(configuration: kubernetes.client.Configuration) -> kopf.Conn
         scheme=scheme, token=token,
         certificate_path=configuration.cert_file, private_key_path=configuration.key_file,
     )
-
-
-def tenant_nodes_ready(kubeconfig: bytes, check_storage: bool = False) -> dict[str, bool]:
-    """Readiness of a virtual cluster's Nodes, read with its admin kubeconfig (blocking: call it in a thread).
-    With `check_storage`, a list with a limit comes first: a consistent read, answered only with etcd behind
-    the API server."""
-    client = kubernetes.config.new_client_from_config_dict(yaml.safe_load(kubeconfig))
-    try:
-        core = kubernetes.client.CoreV1Api(client)
-        if check_storage:
-            core.list_namespace(limit=1, _request_timeout=TENANT_TIMEOUT_S)
-        nodes = core.list_node(_request_timeout=TENANT_TIMEOUT_S).items
-    finally:
-        client.close()
-    return {node.metadata.name: any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
-            for node in nodes}
 
 
 def is_status(exc: BaseException, *codes: int) -> bool:

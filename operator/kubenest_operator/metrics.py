@@ -3,7 +3,7 @@
 Counters and histograms are recorded where things happen (runs, slot waits, promotion and return steps); the
 objects' state (VirtualClusters by phase and condition, GlobalNodes by state) is read from the API when scraped,
 at most once per CACHE_SECONDS, so a metric never disagrees with `kubectl get` for longer than that. Certificate
-expiry comes from the certificate check every VirtualCluster's daemon makes. Nothing secret is a label: names of
+expiry comes from the certificate checks (health.py). Nothing secret is a label: names of
 objects, phases, reasons and steps only.
 """
 
@@ -43,8 +43,9 @@ NODE_STEPS = Histogram("kubenest_node_step_duration_seconds", "How long one node
                        "or return (docs/node-promotion.md names the steps)", ["step"], buckets=STEP_BUCKETS,
                        registry=REGISTRY)
 
-# (namespace, name) -> {(secret, key): notAfter as a Unix time}, written by the certificate check.
+# (namespace, name) -> {(secret, key): notAfter as a Unix time}, written by the certificate checks, and when.
 _certificates: dict[tuple[str, str], dict[tuple[str, str], float]] = {}
+_certificates_set: dict[tuple[str, str], float] = {}
 _certificates_lock = threading.Lock()
 
 
@@ -67,8 +68,10 @@ def set_certificates(namespace: str, name: str, expiry: dict[tuple[str, str], fl
     with _certificates_lock:
         if expiry is None:
             _certificates.pop((namespace, name), None)
+            _certificates_set.pop((namespace, name), None)
         else:
             _certificates[(namespace, name)] = dict(expiry)
+            _certificates_set[(namespace, name)] = time.monotonic()
 
 
 class ObjectsCollector(Collector):
@@ -79,7 +82,7 @@ class ObjectsCollector(Collector):
         self._lock = threading.Lock()
         self._cached: tuple[float, tuple[list, list]] | None = None
 
-    def _objects(self) -> tuple[list, list] | None:
+    def _objects(self) -> tuple[float, tuple[list, list]] | None:
         with self._lock:
             if self._cached is None or time.monotonic() - self._cached[0] > CACHE_SECONDS:
                 try:
@@ -87,12 +90,13 @@ class ObjectsCollector(Collector):
                 except Exception as exc:  # a scrape must still answer: without these families, and said why
                     log.warning("metrics: could not list VirtualClusters and GlobalNodes: %s", exc)
                     return None
-            return self._cached[1]
+            return self._cached
 
     def collect(self):
-        objects = self._objects()
-        if objects is not None:
-            virtualclusters, globalnodes = objects
+        listed = self._objects()
+        if listed is not None:
+            listed_at, (virtualclusters, globalnodes) = listed
+            _forget_certificates_but(virtualclusters, listed_at)
             yield from _virtualcluster_families(virtualclusters)
             states = GaugeMetricFamily("kubenest_globalnodes", "GlobalNodes by state (free, reserved, in use, ...)",
                                        labels=["state"])
@@ -107,6 +111,16 @@ class ObjectsCollector(Collector):
                 for (secret, key), not_after in sorted(certificates.items()):
                     expiry.add_metric([namespace, name, secret, key], not_after)
         yield expiry
+
+
+def _forget_certificates_but(virtualclusters: list[dict[str, Any]], listed_at: float) -> None:
+    """Drop the certificates of VirtualClusters that were gone when listed (a deletion forced past the operator's
+    finalizer); not those set since, which a listing older than the VirtualCluster would miss."""
+    present = {((vc.get("metadata") or {}).get("namespace"), (vc.get("metadata") or {}).get("name"))
+               for vc in virtualclusters}
+    with _certificates_lock:
+        for key in [key for key, at in _certificates_set.items() if key not in present and at < listed_at]:
+            del _certificates[key], _certificates_set[key]
 
 
 def _state(globalnode: dict[str, Any]) -> str:

@@ -22,6 +22,7 @@ from .errors import summarize
 from .extravars import build_extravars
 from .progress import RunTracker
 from .runs import new_run_id
+from .slots import exclusive_run
 
 HELD_BY_OWNER = (protocol.OCCUPIED, protocol.RETURNING)
 
@@ -72,16 +73,16 @@ async def _gone(ctx: Context, namespace: str, name: str) -> bool:
 async def _return_nodes(ctx: Context, namespace: str, name: str, logger: logging.Logger) -> None:
     body = {"metadata": {"namespace": namespace, "name": name, "uid": ""}, "spec": {}}
     run_id, tracker = new_run_id(namespace, name), RunTracker()
-    await ctx.slots.acquire(namespace)
-    try:
-        site_vars = ctx.run_site_vars(logger)
-        extravars = build_extravars(body, "absent", ctx.config.kubeconfig, site_vars, ctx.config.allowed_registries)
-        outcome = await ctx.runner.run(ctx.config.playbook, run_id, extravars, tracker)
-    except Exception as exc:  # retried at the next resync
-        logger.error(f"returning the nodes of vanished {namespace}/{name} could not run: {summarize(exc)}")
-        return
-    finally:
-        ctx.slots.release(namespace)
+    async with exclusive_run(ctx, namespace, name, None, announce=False) as current:
+        if current is not None:  # made again meanwhile: its own runs hand the nodes over
+            return
+        try:
+            site_vars = ctx.run_site_vars(logger)
+            extravars = build_extravars(body, "absent", ctx.config.kubeconfig, site_vars, ctx.config.allowed_registries)
+            outcome = await ctx.runner.run(ctx.config.playbook, run_id, extravars, tracker)
+        except Exception as exc:  # retried at the next resync
+            logger.error(f"returning the nodes of vanished {namespace}/{name} could not run: {summarize(exc)}")
+            return
     if outcome.ok:
         logger.info(f"run {run_id}: nodes of vanished {namespace}/{name} are back in the host")
     else:

@@ -1,12 +1,57 @@
 """Run slots: at most --max-parallel playbook runs at once, and at most --max-parallel-per-namespace of them
 for one namespace, so one tenant's stuck runs (an unpullable image holds a run for minutes) cannot take
-every slot. And one run at a time per VirtualCluster, whoever starts it."""
+every slot. And one run at a time per VirtualCluster, whoever starts it: `exclusive_run` is the only way in."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+import kopf
+from kubernetes.client.rest import ApiException
+
+from . import metrics
+from . import status as st
+from .kube import is_status
+
+if TYPE_CHECKING:
+    from .context import Context
+
+
+@contextlib.asynccontextmanager
+async def exclusive_run(ctx: Context, namespace: str, name: str, phase: str | None,
+                        announce: bool = True) -> AsyncIterator[kopf.Body | None]:
+    """The VirtualCluster's lock, then a run slot, held until the run's outcome is in the status; yields the
+    object as it is once both are held (None when it is gone). `phase` is what a wait for a slot reports
+    (`announce=False`: nothing is reported, e.g. for a virtual cluster that has no object)."""
+    async with ctx.locks.hold(namespace, name):
+        # Checking and taking a free slot happen without a suspension point in between, so a VirtualCluster
+        # that has to wait always says so.
+        if announce and ctx.slots.busy(namespace):
+            with contextlib.suppress(ApiException):
+                await ctx.api.patch_virtualcluster_status(namespace, name, st.queued(phase))
+        asked = time.monotonic()
+        metrics.WAITING.inc()
+        try:
+            await ctx.slots.acquire(namespace)
+        finally:
+            metrics.WAITING.dec()
+        metrics.SLOT_WAIT.observe(time.monotonic() - asked)
+        metrics.RUNNING.inc()
+        try:
+            try:
+                current = kopf.Body(await ctx.api.get_virtualcluster(namespace, name))
+            except ApiException as exc:
+                if not is_status(exc, 404):
+                    raise
+                current = None
+            yield current
+        finally:
+            metrics.RUNNING.dec()
+            ctx.slots.release(namespace)
 
 
 class RunSlots:
@@ -55,8 +100,8 @@ class RunSlots:
 
 
 class ObjectLocks:
-    """kopf serialises its own handlers of an object, not a daemon's runs: the certificate check and the
-    change handlers take this lock, so two runs of one VirtualCluster never overlap."""
+    """kopf serialises its own change handlers of an object, not them with its timers: every run takes this
+    lock (through exclusive_run), so two runs of one VirtualCluster never overlap."""
 
     def __init__(self) -> None:
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}

@@ -77,6 +77,15 @@ def test_certificates_expire_per_virtual_cluster_and_are_forgotten_with_it(colle
     assert ("kubenest_certificate_expiry_timestamp_seconds", labels) not in _samples(collector)
 
 
+def test_certificates_of_a_virtual_cluster_gone_past_the_operator_are_dropped_by_the_next_listing(collector):
+    labels = (("certificate", "ca.crt"), ("namespace", "t"), ("secret", "z-pki"), ("virtualcluster", "z"))
+    _samples(collector)  # a listing without t/z, kept for the cache period
+    metrics.set_certificates("t", "z", {("z-pki", "ca.crt"): 2000000000.0})
+    assert ("kubenest_certificate_expiry_timestamp_seconds", labels) in _samples(collector)  # newer than the listing
+    collector._cached = None  # the next scrape lists again, still without t/z
+    assert ("kubenest_certificate_expiry_timestamp_seconds", labels) not in _samples(collector)
+
+
 def test_runs_failures_and_steps_are_counted():
     before = _value("kubenest_runs_total", {"playbook": "virtualcluster.yml", "phase": "Preparing",
                                             "outcome": "successful"}) or 0
