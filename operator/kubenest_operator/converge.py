@@ -74,7 +74,7 @@ async def _report_progress(ctx: Context, namespace: str, name: str, run_id: str,
 
 
 async def set_ready(ctx: Context, body: kopf.Body, status: str, reason: str, message: str,
-                     generation: int | None, *others: dict[str, Any]) -> None:
+                    generation: int | None, *others: dict[str, Any]) -> None:
     """Ready, with `others` (NodesReady, AddonsReady) replacing their previous values."""
     # Order with the phase patch: on failure the condition goes first, on success last, so whoever waits
     # for phase Failed or for Ready=True finds the rest of the status already in place.
@@ -120,7 +120,7 @@ async def execute(ctx: Context, body: kopf.Body, state: str, phase: str, logger:
         namespace, name, st.run_started(phase, run_id, playbook, started_at, tracker.snapshot(), state))
     if state == "present" and not any(c.get("type") == st.READY for c in status.get("conditions") or []):
         await set_ready(ctx, body, "Unknown", "Reconciling", "the first run is in progress",
-                         body.metadata.get("generation"))
+                        body.metadata.get("generation"))
     logger.info(f"run {run_id}: {playbook} with state {state}")
     stop, abort = asyncio.Event(), asyncio.Event()
     reporter = asyncio.create_task(
@@ -149,7 +149,7 @@ async def execute(ctx: Context, body: kopf.Body, state: str, phase: str, logger:
 
 
 async def retry_later(ctx: Context, body: kopf.Body, run: Run, retry: int, message: str, reason: str,
-                       delay: float | None = None) -> kopf.TemporaryError:
+                      delay: float | None = None) -> kopf.TemporaryError:
     delay = backoff(retry, ctx.config.backoff_base, ctx.config.backoff_max) if delay is None else delay
     metrics.record_failure(reason)
     await set_ready(ctx, body, "False", reason, message, body.metadata.get("generation"))
@@ -166,7 +166,7 @@ async def _complete(ctx: Context, body: kopf.Body, run: Run, retry: int, logger:
     secret_name, secret_key = secret_ref.get("name"), secret_ref.get("key")
     if not secret_name or not secret_key:
         raise await retry_later(ctx, body, run, retry, f"{run.playbook} succeeded but set no kubenest_result "
-                                 "with kubeconfigSecret {name, key} (set_stats)", "InvalidPlaybookResult")
+                                "with kubeconfigSecret {name, key} (set_stats)", "InvalidPlaybookResult")
     try:
         value = (await ctx.api.read_secret_data(namespace, secret_name)).get(secret_key)
     except ApiException as exc:
@@ -176,7 +176,7 @@ async def _complete(ctx: Context, body: kopf.Body, run: Run, retry: int, logger:
         value = None
     if not value:
         raise await retry_later(ctx, body, run, retry, f"Secret {namespace}/{secret_name} has no key {secret_key}",
-                                 "KubeconfigMissing")
+                                "KubeconfigMissing")
     generation = await spec_kubeconfig.write(ctx, namespace, name, value if ctx.config.spec_kubeconfig else None,
                                              desired_spec(body.get("spec")), body.metadata.get("generation"))
     nodes = st.node_entries(result.get("nodes") or [])
@@ -246,5 +246,3 @@ async def converge(ctx: Context, body: kopf.Body, phase: str, retry: int, logger
         raise kopf.PermanentError(f"{failure.permanent.reason}: {failure.permanent.message}")
     message = run.failure_message()
     raise await retry_later(ctx, body, run, retry, message, failure_reason(message, "RunFailed"))
-
-

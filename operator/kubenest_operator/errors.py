@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-# Playbooks mark failures that no retry can fix, e.g.
-#   fail: msg="[kubenest:permanent:Unsatisfiable] promotePolicies[0] wants 3 nodes but only 1 is free"
-PERMANENT_MARKER = re.compile(r"\[kubenest:permanent:([A-Za-z][A-Za-z0-9]{0,127})\]\s*(.*)", re.DOTALL)
-# The node_promote role names the step at which a node's promotion or return failed:
-#   [kubenest:step:Kubelet] promoting kn-w1 failed at step Kubelet and was rolled back: ...
-STEP_MARKER = re.compile(r"\[kubenest:step:([A-Za-z][A-Za-z0-9]{0,63})\]")
-# kosmos.kubenest.workload_rollout names the reason a pod cannot start:
-#   StatefulSet tenants/vc1-etcd cannot come up: pod vc1-etcd-0: ImagePullBackOff: Back-off pulling image ...
-POD_MARKER = re.compile(r"cannot come up: pod [a-z0-9][-a-z0-9.]*: ([A-Z][A-Za-z]{0,63}): ")
+# The markers a failed task's message may carry, defined once for the collection and the operator.
+from ansible_collections.kosmos.kubenest.plugins.module_utils.run_result import PERMANENT, POD, STEP
+
 MESSAGE_LIMIT = 512
 
 
@@ -32,7 +25,7 @@ def summarize(text: object, limit: int = MESSAGE_LIMIT) -> str:
 def parse_permanent(message: object) -> Permanent | None:
     if not isinstance(message, str):
         return None
-    match = PERMANENT_MARKER.search(message)
+    match = PERMANENT.search(message)
     if match is None:
         return None
     return Permanent(reason=match.group(1), message=summarize(match.group(2)) or match.group(1))
@@ -41,9 +34,9 @@ def parse_permanent(message: object) -> Permanent | None:
 def failure_reason(message: str, default: str) -> str:
     """Condition reason for a failed run: NodeStepFailed when a node's promotion or return names its step,
     the pod's own reason (ImagePullBackOff, CrashLoopBackOff, Unschedulable ...) when one could not start."""
-    if STEP_MARKER.search(message):
+    if STEP.search(message):
         return "NodeStepFailed"
-    pod = POD_MARKER.search(message)
+    pod = POD.search(message)
     return pod.group(1) if pod else default
 
 

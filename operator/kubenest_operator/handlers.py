@@ -95,5 +95,5 @@ async def remove(body: kopf.Body, retry: int, logger: logging.Logger, memo: kopf
         permanent = failure.permanent if failure is not None else None
         message = run.failure_message()
         raise await retry_later(ctx, body, run, retry, message,
-                                 permanent.reason if permanent else failure_reason(message, "DeleteFailed"),
-                                 delay=ctx.config.backoff_max if permanent else None)
+                                permanent.reason if permanent else failure_reason(message, "DeleteFailed"),
+                                delay=ctx.config.backoff_max if permanent else None)

@@ -12,15 +12,16 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_collections.kosmos.kubenest.plugins.module_utils import run_result
+
 from .errors import Permanent, failure_messages, parse_permanent, summarize
 
 log = logging.getLogger(__name__)
 
 TASK_START_EVENTS = frozenset({"playbook_on_task_start", "playbook_on_handler_task_start"})
 TASK_END_EVENTS = frozenset({"runner_on_ok", "runner_on_failed", "runner_on_skipped", "runner_on_unreachable"})
-RESULT_KEY = "kubenest_result"
 # A node's promotion ends with this when its virtual cluster's control plane failed in the same run.
-CONSEQUENCE_MARKER = "[kubenest:step:ControlPlane]"
+CONSEQUENCE_MARKER = run_result.step(run_result.CONSEQUENCE_STEP)
 # The task a node enters each step of its promotion or return with (roles/node_promote/tasks/step.yml).
 STEP_ACTION = "kosmos.kubenest.promotion_step"
 
@@ -104,8 +105,8 @@ class RunTracker:
                 self._steps.clear()
                 self._role = self._task = None
                 artifact_data = data.get("artifact_data") or {}
-                if isinstance(artifact_data.get(RESULT_KEY), dict):
-                    self.result = artifact_data[RESULT_KEY]
+                if isinstance(artifact_data.get(run_result.RESULT_KEY), dict):
+                    self.result = artifact_data[run_result.RESULT_KEY]
                 self.finished = True
                 self._version += 1
             elif name in ("verbose", "error") and event.get("stdout"):

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from ansible.errors import AnsibleActionFail
+from ansible_collections.kosmos.kubenest.plugins.module_utils import run_result
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_action import KubeAction
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_api import KubeApiError
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.ownership import classify
@@ -50,7 +51,7 @@ class ActionModule(KubeAction):
         foreign = classify([(r["item"], r["resources"]) for r in results], owner["name"], owner["uid"])["foreign"]
         outcome = {"changed": False, "results": results, "foreign": foreign}
         if foreign:
-            outcome.update(failed=True, msg="[kubenest:permanent:NotOwned] %s already exist and do not belong to "
-                           "VirtualCluster %s; remove or rename them: a virtual cluster never takes over objects"
-                           % (", ".join(foreign), owner["name"]))
+            outcome.update(failed=True, msg=run_result.permanent(
+                "NotOwned", "%s already exist and do not belong to VirtualCluster %s; remove or rename them: a virtual "
+                "cluster never takes over objects" % (", ".join(foreign), owner["name"])))
         return outcome

@@ -10,6 +10,7 @@ import urllib.error
 import urllib.request
 
 from ansible.errors import AnsibleActionFail
+from ansible_collections.kosmos.kubenest.plugins.module_utils import run_result
 from ansible_collections.kosmos.kubenest.plugins.module_utils.rollout import (
     pod_problem,
     pod_ready,
@@ -128,7 +129,7 @@ class _Rollout:
             if workload is not None:
                 stuck = self.problem(workload)
                 if stuck:
-                    return dict(failed=True, msg="%s cannot come up: pod %s: %s" % (what, stuck[0], stuck[1]),
+                    return dict(failed=True, msg=run_result.pod_stuck(what, stuck[0], stuck[1]),
                                 changed=False, rolled_out=False, pod=stuck[0], problem=stuck[1], waited=waited)
             if check_mode:
                 return dict(changed=False, rolled_out=done, waited=waited, ready=ready_pods(workload),

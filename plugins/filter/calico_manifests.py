@@ -46,6 +46,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.kosmos.kubenest.plugins.module_utils import run_result
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.calico import manifests
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.node_network import known_settings
 
@@ -57,7 +58,7 @@ def calico_manifests(settings):
     try:
         return manifests(**known_settings(settings, SETTINGS))
     except (TypeError, ValueError) as exc:
-        raise AnsibleFilterError("[kubenest:permanent:InvalidRequest] pod network (calico): %s" % exc) from None
+        raise AnsibleFilterError(run_result.permanent("InvalidRequest", "pod network (calico): %s" % exc)) from None
 
 
 class FilterModule:

@@ -44,6 +44,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.kosmos.kubenest.plugins.module_utils import run_result
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.cilium import manifests
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.node_network import known_settings
 
@@ -55,7 +56,7 @@ def cilium_manifests(settings):
     try:
         return manifests(**known_settings(settings, SETTINGS))
     except (TypeError, ValueError) as exc:
-        raise AnsibleFilterError("[kubenest:permanent:InvalidRequest] pod network: %s" % exc) from None
+        raise AnsibleFilterError(run_result.permanent("InvalidRequest", "pod network: %s" % exc)) from None
 
 
 class FilterModule:

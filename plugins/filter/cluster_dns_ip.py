@@ -33,6 +33,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.kosmos.kubenest.plugins.module_utils import run_result
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.cluster_dns import dns_service_ip
 
 
@@ -40,7 +41,7 @@ def cluster_dns_ip(service_cidr):
     try:
         return dns_service_ip(service_cidr)
     except ValueError as exc:
-        raise AnsibleFilterError("[kubenest:permanent:InvalidRequest] %s" % exc) from None
+        raise AnsibleFilterError(run_result.permanent("InvalidRequest", str(exc))) from None
 
 
 class FilterModule:

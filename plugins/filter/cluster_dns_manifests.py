@@ -46,6 +46,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.kosmos.kubenest.plugins.module_utils import run_result
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.cluster_dns import manifests
 
 SETTINGS = ("cluster_domain", "image", "upstream", "nodes", "replicas", "labels", "resources")
@@ -61,7 +62,7 @@ def cluster_dns_manifests(service_cidr, settings=None):
             raise ValueError("settings need an image, such as registry.example.com/coredns:<tag>")
         return manifests(service_cidr, **settings)
     except (TypeError, ValueError) as exc:
-        raise AnsibleFilterError("[kubenest:permanent:InvalidRequest] cluster DNS: %s" % exc) from None
+        raise AnsibleFilterError(run_result.permanent("InvalidRequest", "cluster DNS: %s" % exc)) from None
 
 
 class FilterModule:

@@ -72,6 +72,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.kosmos.kubenest.plugins.module_utils import run_result
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.hosted_control_plane import (
     ControlPlaneSettings,
     apiserver_config_map,
@@ -114,7 +115,7 @@ def hosted_manifest(component, vc, settings):
         shared = ControlPlaneSettings(vc, **_pick(settings, shared_keys))
         return build(shared, **_pick(settings, keys))
     except (TypeError, ValueError) as exc:
-        raise AnsibleFilterError("[kubenest:permanent:InvalidRequest] %s manifest: %s" % (component, exc)) from None
+        raise AnsibleFilterError(run_result.permanent("InvalidRequest", "%s manifest: %s" % (component, exc))) from None
 
 
 class FilterModule:

@@ -45,6 +45,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.kosmos.kubenest.plugins.module_utils import run_result
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.hosted_network_policies import (
     POLICIES,
     network_policies,
@@ -55,7 +56,7 @@ def hosted_network_policies(vc, which=POLICIES):
     try:
         return network_policies(vc, tuple(which))
     except (TypeError, ValueError) as exc:
-        raise AnsibleFilterError("[kubenest:permanent:InvalidRequest] network policies: %s" % exc) from None
+        raise AnsibleFilterError(run_result.permanent("InvalidRequest", "network policies: %s" % exc)) from None
 
 
 class FilterModule:

@@ -44,6 +44,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.kosmos.kubenest.plugins.module_utils import run_result
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils import konnectivity
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.node_network import known_settings
 
@@ -62,7 +63,7 @@ def konnectivity_manifests(what, settings):
             raise ValueError("missing settings %s" % ", ".join(missing))
         return konnectivity.server_rbac() + konnectivity.agent_objects(**settings)
     except (TypeError, ValueError) as exc:
-        raise AnsibleFilterError("[kubenest:permanent:InvalidRequest] konnectivity: %s" % exc) from None
+        raise AnsibleFilterError(run_result.permanent("InvalidRequest", "konnectivity: %s" % exc)) from None
 
 
 class FilterModule:
