@@ -14,16 +14,13 @@ from kubernetes import client as k8s
 
 from sandbox.machines.config import from_env
 from sandbox.machines.pki import client_files
-from sandbox.operator import write_site_vars
 from tests.support import rotation
 from tests.support.awx import AwxJob, JobResult, job_template
 from tests.support.nodes import assert_back_in_host_clean, globalnode, tenant_api
 from tests.support.virtualclusters import (
-    OperatorProcess,
-    delete_vc,
+    delete_all_vcs,
     get_vc,
-    install_crds,
-    sandbox_operator_paused,
+    own_operator,
 )
 
 NS = "kubenest-e2e-awx"
@@ -37,7 +34,6 @@ BACKUP, CHECK = "kosmos.kubenest back up a virtual cluster", "kosmos.kubenest ch
 def awx(host_cluster, tmp_path_factory):
     sb, api = host_cluster
     kubeconfig = sb.state_dir / "kubeconfig"
-    install_crds(kubeconfig)
     files = client_files(from_env())
     credentials = {
         "kosmos.kubenest host cluster": {"kubeconfig": kubeconfig.read_text()},
@@ -55,18 +51,12 @@ def awx(host_cluster, tmp_path_factory):
         print(f"\n{template}: {result.status} in {time.monotonic() - started:.0f}s")
         return result
 
-    with sandbox_operator_paused():
-        site_vars = write_site_vars(sb.state_dir)
-        proc = OperatorProcess(kubeconfig, tmp_path_factory.mktemp("operator"), "--site-vars", str(site_vars),
-                               "--node-wait-interval", "5", "--resync-interval", "10").start()
+    with own_operator(sb, api, (), tmp_path_factory.mktemp("operator"), "--node-wait-interval", "5",
+                      "--resync-interval", "10"):
         try:
             yield sb, api, launch, jobs
         finally:
-            leftovers = k8s.CustomObjectsApi(api).list_namespaced_custom_object("kosmos.io", "v1alpha1", NS,
-                                                                                "virtualclusters")["items"]
-            for vc in leftovers:
-                delete_vc(api, NS, vc["metadata"]["name"], timeout=600)
-            proc.stop()
+            delete_all_vcs(api, NS, timeout=600)
 
 
 def _successful(result: JobResult) -> JobResult:

@@ -10,24 +10,18 @@ import ssl
 from urllib.parse import urlparse
 
 import pytest
-import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
-from sandbox.operator import write_site_vars
 from tests.support import rotation
 from tests.support.virtualclusters import (
-    OperatorProcess,
     condition,
     create_vc,
-    delete_vc,
-    ensure_namespace,
     get_vc,
-    install_crds,
-    sandbox_operator_paused,
+    own_operator,
     tenant_client,
     wait_for,
     wait_ready,
@@ -42,20 +36,9 @@ VALIDITY_DAYS = 0.004
 @pytest.fixture(scope="module")
 def operator(host_cluster, tmp_path_factory):
     sb, api = host_cluster
-    kubeconfig = sb.state_dir / "kubeconfig"
-    install_crds(kubeconfig)
-    with sandbox_operator_paused():  # one operator at a time
-        ensure_namespace(api, NS)
-        log_dir = tmp_path_factory.mktemp("operator")
-        site = yaml.safe_load(write_site_vars(sb.state_dir).read_text())
-        site["kubenest_cert_validity_days"] = VALIDITY_DAYS
-        site_vars = log_dir / "site-vars.yml"
-        site_vars.write_text(yaml.safe_dump(site))
-        proc = OperatorProcess(kubeconfig, log_dir, "--site-vars", str(site_vars), "--cert-check-interval", "10",
-                               "--runs-dir", str(log_dir / "runs")).start()
+    with own_operator(sb, api, NS, tmp_path_factory.mktemp("operator"), "--cert-check-interval", "10",
+                      site={"kubenest_cert_validity_days": VALIDITY_DAYS}, leftovers_timeout=300):
         yield api
-        delete_vc(api, NS, NAME)
-        proc.stop()
 
 
 def _secret_cert(api, key: str) -> x509.Certificate:

@@ -17,8 +17,7 @@ import pytest
 
 from sandbox.conformance import specs
 from sandbox.conformance.__main__ import NAME, NAMESPACE
-from sandbox.operator import write_site_vars
-from tests.support.virtualclusters import OperatorProcess, get_vc, install_crds, sandbox_operator_paused
+from tests.support.virtualclusters import get_vc, own_operator
 
 from .conftest import run_python
 
@@ -31,14 +30,9 @@ SUITE_TIMEOUT_S = 3300
 @pytest.fixture(scope="module")
 def operator(host_cluster, tmp_path_factory):
     sb, api = host_cluster
-    kubeconfig = sb.state_dir / "kubeconfig"
-    install_crds(kubeconfig)
-    with sandbox_operator_paused():  # one operator at a time
-        log_dir = tmp_path_factory.mktemp("operator")
-        proc = OperatorProcess(kubeconfig, log_dir, "--site-vars", str(write_site_vars(sb.state_dir)),
-                               "--node-wait-interval", "5", "--resync-interval", "10").start()
+    log_dir = tmp_path_factory.mktemp("operator")
+    with own_operator(sb, api, (), log_dir, "--node-wait-interval", "5", "--resync-interval", "10"):
         yield api, log_dir
-        proc.stop()
 
 
 def test_the_smoke_subset_of_the_upstream_suite_passes_on_a_virtual_cluster(operator):

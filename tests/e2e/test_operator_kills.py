@@ -15,17 +15,14 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 
-from sandbox.operator import write_site_vars
 from tests.support import rotation
 from tests.support.nodes import globalnode, host_node, host_node_ready, kubelet_cert_issuer, on_node
 from tests.support.virtualclusters import (
     OperatorProcess,
     create_vc,
     delete_vc,
-    ensure_namespace,
     get_vc,
-    install_crds,
-    sandbox_operator_paused,
+    own_operator,
     tenant_client,
     wait_for,
     wait_ready,
@@ -63,17 +60,9 @@ def test_every_kill_point_is_a_task_of_the_role():
 @pytest.fixture(scope="module")
 def operator(host_cluster, tmp_path_factory):
     sb, api = host_cluster
-    kubeconfig = sb.state_dir / "kubeconfig"
-    install_crds(kubeconfig)
-    with sandbox_operator_paused():  # one operator at a time
-        ensure_namespace(api, NS)
-        runs = tmp_path_factory.mktemp("runs")
-        proc = OperatorProcess(kubeconfig, tmp_path_factory.mktemp("operator"), "--runs-dir", str(runs),
-                               "--artifacts-keep", "1000", "--site-vars",
-                               str(write_site_vars(sb.state_dir)), "--node-wait-interval", "5",
-                               "--resync-interval", "10", "--backoff-base", "5").start()
-        yield sb, api, proc, runs
-        proc.stop()
+    with own_operator(sb, api, NS, tmp_path_factory.mktemp("operator"), "--node-wait-interval", "5",
+                      "--resync-interval", "10", "--backoff-base", "5") as proc:
+        yield sb, api, proc, proc.runs_dir
 
 
 def _kill_at(proc: OperatorProcess, runs: Path, name: str, task: str, timeout: float = 900) -> str:

@@ -18,11 +18,9 @@ import time
 import urllib.parse
 
 import pytest
-import yaml
 from cryptography import x509
 from kubernetes import client as k8s
 
-from sandbox.operator import write_site_vars
 from tests.support.nodes import (
     FirstRegistration,
     assert_back_in_host_clean,
@@ -32,14 +30,11 @@ from tests.support.nodes import (
 )
 from tests.support.virtualclusters import (
     REPO_ROOT,
-    OperatorProcess,
     condition,
     create_vc,
     delete_vc,
-    ensure_namespace,
     get_vc,
-    install_crds,
-    sandbox_operator_paused,
+    own_operator,
     tenant_client,
     wait_for,
     wait_ready,
@@ -102,21 +97,9 @@ def load_balancer(host_cluster, tmp_path_factory):
 @pytest.fixture(scope="module")
 def operator(host_cluster, pool_node, load_balancer, tmp_path_factory):
     sb, api = host_cluster
-    kubeconfig = sb.state_dir / "kubeconfig"
-    install_crds(kubeconfig)
-    log_dir = tmp_path_factory.mktemp("operator")
-    site = yaml.safe_load(write_site_vars(sb.state_dir).read_text())
-    site_vars = log_dir / "site-vars.yml"
-    site_vars.write_text(yaml.safe_dump({**site, **PLACEMENT}))
-    with sandbox_operator_paused():
-        ensure_namespace(api, NS)
-        ensure_namespace(api, LONG_NS)
-        proc = OperatorProcess(kubeconfig, log_dir, "--site-vars", str(site_vars)).start()
+    with own_operator(sb, api, (NS, LONG_NS), tmp_path_factory.mktemp("operator"), site=PLACEMENT,
+                      leftovers_timeout=300) as proc:
         yield proc, api
-        for name in ("pool-lb", "pool-nolb"):
-            delete_vc(api, NS, name)
-        delete_vc(api, LONG_NS, LONG_NAME)
-        proc.stop()
 
 
 def _pods_nodes(api, namespace: str, name: str) -> dict[str, str]:

@@ -21,7 +21,6 @@ from sandbox.cluster.layout import cidrs
 from sandbox.machines.config import HOST_NODE_IMAGES
 from sandbox.machines.machine import Machine
 from sandbox.machines.pki import client_files
-from sandbox.operator import write_site_vars
 from tests.support import rotation
 from tests.support.http import get_text
 from tests.support.k8sbin import versions
@@ -50,9 +49,8 @@ from tests.support.virtualclusters import (
     delete_vc,
     ensure_namespace,
     get_vc,
-    install_crds,
     labelled_objects,
-    sandbox_operator_paused,
+    own_operator,
     tenant_client,
     wait_for,
     wait_ready,
@@ -65,20 +63,10 @@ OPERATOR: dict[str, OperatorProcess] = {}  # the module's operator, for tests th
 @pytest.fixture(scope="module")
 def promoting(host_cluster, tmp_path_factory):
     sb, api = host_cluster
-    kubeconfig = sb.state_dir / "kubeconfig"
-    install_crds(kubeconfig)
-    with sandbox_operator_paused():  # one operator at a time
-        ensure_namespace(api, NS)
-        site_vars = write_site_vars(sb.state_dir)
-        proc = OperatorProcess(kubeconfig, tmp_path_factory.mktemp("operator"), "--site-vars", str(site_vars),
-                               "--node-wait-interval", "5", "--resync-interval", "10", "--backoff-base", "20").start()
+    with own_operator(sb, api, NS, tmp_path_factory.mktemp("operator"), "--node-wait-interval", "5",
+                      "--resync-interval", "10", "--backoff-base", "20", leftovers_timeout=600) as proc:
         OPERATOR["proc"] = proc
         yield sb, api
-        leftovers = k8s.CustomObjectsApi(api).list_namespaced_custom_object("kosmos.io", "v1alpha1", NS,
-                                                                            "virtualclusters")
-        for vc in leftovers["items"]:
-            delete_vc(api, NS, vc["metadata"]["name"], timeout=600)
-        proc.stop()
 
 
 def _get(url: str) -> str:

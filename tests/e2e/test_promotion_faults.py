@@ -17,7 +17,6 @@ from kubernetes import client as k8s
 
 from sandbox.machines.machine import Machine
 from sandbox.machines.pki import client_files
-from sandbox.operator import write_site_vars
 from tests.support import rotation
 from tests.support.nodes import (
     PlainPlaybook,
@@ -26,10 +25,7 @@ from tests.support.nodes import (
     globalnode_free,
 )
 from tests.support.virtualclusters import (
-    OperatorProcess,
-    ensure_namespace,
-    install_crds,
-    sandbox_operator_paused,
+    own_operator,
     wait_for,
 )
 
@@ -59,19 +55,13 @@ def faults(host_cluster, tmp_path_factory):
     """An operator (it keeps GlobalNodes) and a plain-playbook virtual cluster whose control plane is built once,
     without nodes."""
     sb, api = host_cluster
-    kubeconfig = sb.state_dir / "kubeconfig"
-    install_crds(kubeconfig)
-    with sandbox_operator_paused():  # one operator at a time
-        ensure_namespace(api, NS)
-        workdir = tmp_path_factory.mktemp("faults")
-        proc = OperatorProcess(kubeconfig, workdir, "--site-vars", str(write_site_vars(sb.state_dir)),
-                               "--resync-interval", "10").start()
+    workdir = tmp_path_factory.mktemp("faults")
+    with own_operator(sb, api, NS, workdir, "--resync-interval", "10"):
         wait_for(lambda: globalnode_free(api, NODE), 120, f"GlobalNode {NODE} free")
         playbook = PlainPlaybook(sb, NS, "plain", workdir)
         playbook.ok("present", NO_NODES)
         yield sb, api, playbook
         playbook.ok("absent", NO_NODES)
-        proc.stop()
 
 
 @pytest.mark.parametrize("step", _steps("promote", PROMOTE_STEPS))

@@ -23,21 +23,17 @@ from urllib3.exceptions import HTTPError
 
 from sandbox.cluster import pod_routes
 from sandbox.cluster.layout import cidrs
-from sandbox.operator import write_site_vars
 from tests.support.http import json_request
 from tests.support.jwt_issuer import JwtIssuer
 from tests.support.k8sbin import versions as pinned_versions
 from tests.support.virtualclusters import (
     REPO_ROOT,
-    OperatorProcess,
     condition,
     create_vc,
     delete_vc,
-    ensure_namespace,
     get_vc,
-    install_crds,
     labelled_objects,
-    sandbox_operator_paused,
+    own_operator,
     tenant_client,
     wait_for,
     wait_ready,
@@ -52,21 +48,9 @@ POOL = "/var/lib/kubenest/volumes"  # kosmos.kubenest.local_volumes on the contr
 @pytest.fixture(scope="module")
 def operator(host_cluster, tmp_path_factory):
     sb, api = host_cluster
-    kubeconfig = sb.state_dir / "kubeconfig"
-    install_crds(kubeconfig)
-    with sandbox_operator_paused():  # one operator at a time
-        ensure_namespace(api, NS)
-        log_dir = tmp_path_factory.mktemp("operator")
-        # The site variables give runs the agent credentials, which wiping a released etcd volume needs.
-        proc = OperatorProcess(kubeconfig, log_dir, "--runs-dir", str(log_dir / "runs"), "--site-vars",
-                               str(write_site_vars(sb.state_dir))).start()
-        proc.runs_dir = log_dir / "runs"
+    # The site variables give runs the agent credentials, which wiping a released etcd volume needs.
+    with own_operator(sb, api, NS, tmp_path_factory.mktemp("operator"), leftovers_timeout=300) as proc:
         yield proc, api
-        leftovers = k8s.CustomObjectsApi(api).list_namespaced_custom_object("kosmos.io", "v1alpha1", NS,
-                                                                            "virtualclusters")
-        for vc in leftovers["items"]:
-            delete_vc(api, NS, vc["metadata"]["name"])
-        proc.stop()
 
 
 def _counts(api, name):

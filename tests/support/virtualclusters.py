@@ -28,6 +28,7 @@ class OperatorProcess:
         self.kubeconfig, self.log_dir, self.extra = kubeconfig, log_dir, extra
         self.proc: subprocess.Popen | None = None
         self.starts = 0
+        self.runs_dir: Path | None = None  # where its runs are kept, when the caller chose (own_operator)
 
     def start(self) -> OperatorProcess:
         self.starts += 1
@@ -70,22 +71,40 @@ def sandbox_operator_paused():
 
 
 @contextlib.contextmanager
-def own_operator(sb, api, namespace: str, log_dir: Path, *flags: str):
+def own_operator(sb, api, namespaces: str | tuple[str, ...], log_dir: Path, *flags: str, site: dict | None = None,
+                 leftovers_timeout: float | None = None):
     """An operator of the caller's own for the sandbox `sb` (the sandbox's paused meanwhile), with the CRDs
-    installed, `namespace` made, the site variables written and its runs kept in `log_dir`/runs; yields the
-    OperatorProcess, stopped afterwards."""
+    installed, `namespaces` made, the site variables written (`site` added to them) and its runs kept in
+    `log_dir`/runs (`proc.runs_dir`); yields the OperatorProcess, stopped afterwards. With `leftovers_timeout`,
+    the VirtualClusters left in the namespaces are deleted first, each waited for that long."""
     from sandbox.operator import write_site_vars  # the sandbox package: e2e and benchmarks only
 
     kubeconfig = sb.state_dir / "kubeconfig"
+    site_vars = write_site_vars(sb.state_dir)
+    if site:
+        site_vars = log_dir / "site-vars.yml"
+        site_vars.write_text(yaml.safe_dump({**yaml.safe_load(write_site_vars(sb.state_dir).read_text()), **site}))
+    namespaces = (namespaces,) if isinstance(namespaces, str) else namespaces
     install_crds(kubeconfig)
     with sandbox_operator_paused():
-        ensure_namespace(api, namespace)
+        for namespace in namespaces:
+            ensure_namespace(api, namespace)
         proc = OperatorProcess(kubeconfig, log_dir, "--runs-dir", str(log_dir / "runs"), "--artifacts-keep", "1000",
-                               "--site-vars", str(write_site_vars(sb.state_dir)), *flags).start()
+                               "--site-vars", str(site_vars), *flags).start()
+        proc.runs_dir = log_dir / "runs"
         try:
             yield proc
+            if leftovers_timeout is not None:
+                for namespace in namespaces:
+                    delete_all_vcs(api, namespace, leftovers_timeout)
         finally:
             proc.stop()
+
+
+def delete_all_vcs(api, namespace: str, timeout: float = 300) -> None:
+    """Every VirtualCluster of the namespace deleted, one after the other, each waited for up to `timeout`."""
+    for vc in k8s.CustomObjectsApi(api).list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["items"]:
+        delete_vc(api, namespace, vc["metadata"]["name"], timeout=timeout)
 
 
 def install_crds(kubeconfig: Path) -> None:
