@@ -167,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     from . import (  # noqa: F401
         activities,
         agent_audit,
+        events,
         globalnodes,
         handlers,
         looks,

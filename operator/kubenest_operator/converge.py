@@ -17,7 +17,7 @@ from typing import Any
 import kopf
 from kubernetes.client.rest import ApiException
 
-from . import drift, health, metrics, node_queue, spec_kubeconfig
+from . import drift, events, health, metrics, node_queue, spec_kubeconfig
 from . import status as st
 from .certificates import expiry_times, pki_secrets
 from .context import Context
@@ -35,6 +35,7 @@ class Run:
     tracker: RunTracker
     outcome: RunOutcome
     playbook: str
+    phase: str  # the phase the run was started in
     aborted_for_deletion: bool = False
 
     def progress(self) -> dict[str, Any]:
@@ -118,6 +119,7 @@ async def execute(ctx: Context, body: kopf.Body, state: str, phase: str, logger:
     tracker = RunTracker(tasks_total)
     await ctx.api.patch_virtualcluster_status(
         namespace, name, st.run_started(phase, run_id, playbook, started_at, tracker.snapshot(), state))
+    events.phase(body, status.get("phase"), phase, f"running {playbook} (state {state})")
     if state == "present" and not any(c.get("type") == st.READY for c in status.get("conditions") or []):
         await set_ready(ctx, body, "Unknown", "Reconciling", "the first run is in progress",
                         body.metadata.get("generation"))
@@ -145,7 +147,7 @@ async def execute(ctx: Context, body: kopf.Body, state: str, phase: str, logger:
     logger.info(f"run {run_id}: {outcome.status} after {outcome.seconds:.1f}s")
     metrics.record_run(playbook, phase, outcome.status, outcome.seconds)
     metrics.record_steps(tracker.step_durations)
-    return Run(run_id, started_at, tracker, outcome, playbook, aborted_for_deletion=abort.is_set())
+    return Run(run_id, started_at, tracker, outcome, playbook, phase, aborted_for_deletion=abort.is_set())
 
 
 async def retry_later(ctx: Context, body: kopf.Body, run: Run, retry: int, message: str, reason: str,
@@ -195,6 +197,8 @@ async def _complete(ctx: Context, body: kopf.Body, run: Run, retry: int, logger:
         message=decided.message,
         waiting_since=node_queue.waiting_since(plain(body.get("status") or {}), decided.phase),
         kubernetes_version=str(result["kubernetesVersion"]) if result.get("kubernetesVersion") else None))
+    events.nodes(body, nodes)
+    events.phase(body, run.phase, decided.phase, decided.message or decided.ready[2])
     previous = plain((body.get("status") or {}).get("conditions") or [])
     nodes_ready = st.condition(st.NODES_READY, *decided.nodes, generation, previous)
     addons_ready = st.condition(st.ADDONS_READY, *addons, generation, previous)
@@ -243,6 +247,7 @@ async def converge(ctx: Context, body: kopf.Body, phase: str, retry: int, logger
         await ctx.api.patch_virtualcluster_status(body.metadata.namespace, body.metadata.name, st.failed_permanently(
             generation=generation, reason=failure.permanent.reason, message=failure.permanent.message,
             progress=run.progress()))
+        events.phase(body, run.phase, st.FAILED, f"{failure.permanent.reason}: {failure.permanent.message}")
         raise kopf.PermanentError(f"{failure.permanent.reason}: {failure.permanent.message}")
     message = run.failure_message()
     raise await retry_later(ctx, body, run, retry, message, failure_reason(message, "RunFailed"))

@@ -14,7 +14,7 @@ from typing import Any
 
 import kopf
 
-from . import drift, metrics, restores
+from . import drift, events, metrics, restores
 from . import status as st
 from .context import Context
 from .converge import converge, execute, retry_later, set_ready
@@ -86,6 +86,7 @@ async def remove(body: kopf.Body, retry: int, logger: logging.Logger, memo: kopf
     async with exclusive_run(ctx, namespace, name, (body.get("status") or {}).get("phase")):
         run = await execute(ctx, body, "absent", st.DELETING, logger)
         if run.outcome.ok:
+            events.nodes(body, [])
             metrics.set_certificates(namespace, name, None)
             logger.info("removed; releasing the finalizer")
             return

@@ -25,7 +25,7 @@ from typing import Any
 import kopf
 from kubernetes.client.rest import ApiException
 
-from . import health
+from . import events, health
 from . import status as st
 from .context import Context
 from .converge import converge, set_ready
@@ -86,6 +86,8 @@ async def follow_nodes(ctx: Context, body: kopf.Body, ready_now: dict[str, bool]
         not_ready=(NODE_NOT_READY, f"{', '.join(not_ready)} not Ready in the virtual cluster "
                                    f"({ready} of {wanted} nodes Ready)"))
     logger.warning(f"nodes changed: {decided.nodes[2]}")
+    events.readiness(body, entries)
+    events.phase(body, status.get("phase"), decided.phase, decided.message or decided.nodes[2])
     await ctx.api.patch_virtualcluster_status(body.metadata.namespace, body.metadata.name, {"status": {
         "phase": decided.phase, "message": decided.message, "nodes": entries, "nodesReady": f"{ready}/{wanted}"}})
     nodes_ready = st.condition(st.NODES_READY, *decided.nodes, generation, list(conditions.values()))
@@ -103,11 +105,14 @@ async def judge_control_plane(ctx: Context, body: kopf.Body, findings: list[heal
         if not ours:
             return "healthy"
         logger.info("control plane recovered")
+        kopf.info(body, reason="ControlPlaneRecovered", message="the look finds nothing wrong again")
         await ctx.api.patch_virtualcluster_status(body.metadata.namespace, body.metadata.name,
                                                   {"status": {"phase": st.COMPLETED, "message": None}})
         await set_ready(ctx, body, "True", "Reconciled", "control plane recovered", generation)
         return "recovered"
     message = "; ".join(finding.text for finding in findings)
+    if not ours:
+        kopf.warn(body, reason=DEGRADED, message=summarize(message))
     if not ours or ready.get("message") != message:
         logger.warning(f"control plane degraded: {message}")
         await set_ready(ctx, body, "False", DEGRADED, message, generation)
@@ -198,8 +203,8 @@ def register(config: Config) -> None:
 
 
 class QuietTimer(logging.Filter):
-    """kopf says "Timer 'look' succeeded." after every tick, and posts what it says as Kubernetes Events: one
-    Event per VirtualCluster every tick. The looks say what they find themselves."""
+    """kopf logs "Timer 'look' succeeded." after every tick of every VirtualCluster: a line per object every few
+    seconds in the operator's log, saying nothing. The looks log what they find themselves."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not (record.levelno == logging.INFO and record.getMessage() == "Timer 'look' succeeded.")

@@ -109,12 +109,15 @@ def test_a_reservation_whose_virtual_cluster_is_gone_is_released_as_the_protocol
     kube.custom.create_cluster_custom_object(GROUP, VERSION, PLURAL, {
         "apiVersion": f"{GROUP}/{VERSION}", "kind": "GlobalNode", "metadata": {"name": name}, "spec": {}})
     try:
+        operator = operators.start("operator", "--namespace", kube.new_namespace("gn"), "--resync-interval", "2")
+        # Reserved once the operator watches, so that the move shows as events too.
+        wait_until(lambda: f"[{name}] Indexer 'globalnode_records' succeeded." in operator.log(), TIMEOUT,
+                   "the GlobalNode seen by the operator", operator.process)
         stale = "2020-01-01T00:00:00Z"  # long past the grace period
         kube.custom.patch_cluster_custom_object_status(GROUP, VERSION, PLURAL, name, {"status": {
             "state": "reserved", "virtualCluster": "gone-ns/gone", "stateSince": stale, "conditions": [
                 {"type": "Claimed", "status": "True", "reason": "Reserved", "message": "for gone-ns/gone",
                  "lastTransitionTime": stale}]}}, _content_type="application/merge-patch+json")
-        operator = operators.start("operator", "--namespace", kube.new_namespace("gn"), "--resync-interval", "2")
         wait_until(lambda: globalnode(kube, name)["status"]["state"] == "free", TIMEOUT, "the reservation released",
                    operator.process)
         status = globalnode(kube, name)["status"]
@@ -125,5 +128,11 @@ def test_a_reservation_whose_virtual_cluster_is_gone_is_released_as_the_protocol
             "False", "VirtualClusterGone", "released: its virtual cluster gone-ns/gone is gone")
         assert claimed["lastTransitionTime"] > stale
         assert f"GlobalNode {name} released: its virtual cluster gone-ns/gone is gone" in operator.log()
+        # kubectl describe globalnode shows the move (events of cluster-scoped objects are kept in default).
+        wait_until(lambda: {(e.type, e.reason, e.message) for e in kube.core.list_namespaced_event(
+            "default", field_selector=f"involvedObject.name={name}").items} == {
+            ("Normal", "Reserved", "new -> reserved for gone-ns/gone (Reserved: for gone-ns/gone)"),
+            ("Normal", "Free", "reserved -> free (VirtualClusterGone: released: its virtual cluster gone-ns/gone "
+                               "is gone)")}, TIMEOUT, "the GlobalNode's events", operator.process)
     finally:
         kube.custom.delete_cluster_custom_object(GROUP, VERSION, PLURAL, name)

@@ -188,6 +188,29 @@ def test_delete_runs_the_playbook_and_releases_the_finalizer(kube, operators):
     assert kube.labelled("ConfigMap", ns, "zeta") == [] and kube.labelled("Secret", ns, "zeta") == []
 
 
+def test_each_phase_and_each_node_gained_or_given_back_is_an_event(kube, operators):
+    ns = kube.new_namespace(sleep=0)
+    operator = operators.start("operator", "--namespace", ns)
+    kube.create_vc(ns, "eta", {"promoteResources": {"nodes": ["node-a", "node-b"]}})
+    wait_for_vc(kube, ns, "eta", completed(), COMPLETED, "eta Completed", operator)
+    kube.delete_vc(ns, "eta")
+    wait_for_vc(kube, ns, "eta", lambda vc: vc is None, COMPLETED, "eta gone", operator)
+
+    def described() -> set[str]:  # what kubectl describe vc lists (events within a second come in any order)
+        found = kube.core.list_namespaced_event(ns, field_selector="involvedObject.name=eta").items
+        return {re.sub(r"in \d+s$", "in Ns", f"{e.type} {e.reason} {e.message}") for e in found
+                if e.reason in ("Preparing", "Completed", "Deleting", "NodePromoted", "NodeReturned")}
+
+    wait_until(lambda: len(described()) == 7, 30, "the events of eta", operator.process)
+    assert described() == {"Normal Preparing new -> Preparing: running virtualcluster.yml (state present)",
+                           "Normal NodePromoted node-a joined the virtual cluster",
+                           "Normal NodePromoted node-b joined the virtual cluster",
+                           "Normal Completed Preparing -> Completed: virtualcluster.yml succeeded in Ns",
+                           "Normal Deleting Completed -> Deleting: running virtualcluster.yml (state absent)",
+                           "Normal NodeReturned node-a left the virtual cluster",
+                           "Normal NodeReturned node-b left the virtual cluster"}
+
+
 def test_deleting_during_a_stuck_create_cancels_it_and_tears_down(kube, operators):
     # A create whose first step takes ten minutes, as one waiting for a pod that can never start.
     ns = kube.new_namespace(sleep=600)

@@ -39,8 +39,10 @@ def run_look(body, tenant):
     return changed, ctx.api
 
 
-def test_a_node_that_went_not_ready_moves_phase_and_conditions():
+def test_a_node_that_went_not_ready_moves_phase_and_conditions(posted):
     changed, api = run_look(vc("Completed", True), {"kn-w1": False})
+    assert [(kind, reason) for kind, reason, _message in posted] == [("Warning", "NodeNotReady"),
+                                                                     ("Normal", "Initialized")]
     assert changed
     (patch,) = api.status_patches
     assert patch["phase"] == "Initialized" and patch["nodesReady"] == "0/1"
