@@ -63,7 +63,7 @@ def readme(role_dir: Path) -> str:
     role = role_dir.name
     specs = yaml.safe_load((role_dir / "meta" / "argument_specs.yml").read_text())["argument_specs"]
     out = [f"# kosmos.kubenest.{role}", "",
-           f"Written from `meta/argument_specs.yml` by `make role-readmes`; edit that file, not this one.", ""]
+           "Written from `meta/argument_specs.yml` by `make role-readmes`; edit that file, not this one.", ""]
     for entry, spec in specs.items():
         aliases = [other for other, same in specs.items() if same is spec and other != entry]
         out += [f"## Entry point `{entry}`", "", _plain(spec.get("short_description", "")), ""]
