@@ -34,7 +34,7 @@ _BINARIES = {"apiserver": "kube-apiserver", "controller-manager": "kube-controll
 
 def hosted_gogc() -> dict[str, str]:
     """GOGC by binary as the control_plane role sets it by default; 0 there keeps Go's default."""
-    defaults = yaml.safe_load((REPO / "roles" / "control_plane" / "defaults" / "main.yml").read_text())
+    defaults = yaml.safe_load((REPO / "roles" / "control_plane" / "defaults" / "main" / "hosted.yml").read_text())
     return {_BINARIES[component]: str(value) for component, value in defaults["control_plane_hosted_gogc"].items()
             if int(value) > 0}
 

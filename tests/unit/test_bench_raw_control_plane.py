@@ -12,13 +12,13 @@ from bench.raw_control_plane import RawControlPlane, hosted_gogc
 
 
 def write_defaults(root: Path, gogc: dict) -> None:
-    defaults = root / "roles" / "control_plane" / "defaults"
+    defaults = root / "roles" / "control_plane" / "defaults" / "main"
     defaults.mkdir(parents=True)
-    (defaults / "main.yml").write_text(yaml.safe_dump({"control_plane_hosted_gogc": gogc, "other": 1}))
+    (defaults / "hosted.yml").write_text(yaml.safe_dump({"control_plane_hosted_gogc": gogc, "other": 1}))
 
 
 def test_gogc_is_the_roles_default_by_binary():
-    role = yaml.safe_load((raw_control_plane.REPO / "roles" / "control_plane" / "defaults" / "main.yml").read_text())
+    role = yaml.safe_load((raw_control_plane.REPO / "roles/control_plane/defaults/main/hosted.yml").read_text())
     expected = {f"kube-{component}": str(value)
                 for component, value in role["control_plane_hosted_gogc"].items() if int(value) > 0}
     assert hosted_gogc() == expected

@@ -111,5 +111,5 @@ def test_units_call_webhooks_at_pod_addresses_when_the_role_says_so():
     assert "--enable-aggregator-routing=true" in routed
     template = (ROLE / "templates" / "kube-apiserver.service.j2").read_text()
     assert "'aggregator_routing': control_plane_aggregator_routing | bool" in template
-    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    defaults = yaml.safe_load((ROLE / "defaults" / "main" / "machines.yml").read_text())
     assert defaults["control_plane_aggregator_routing"] is True
