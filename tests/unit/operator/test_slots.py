@@ -74,3 +74,56 @@ def test_object_locks_serialise_one_object_and_forget_idle_ones():
         assert not locks._locks and not locks._users
 
     asyncio.run(scenario())
+
+
+class _Api:
+    """The VirtualCluster as the API holds it (None: gone), and the status patches sent."""
+
+    def __init__(self, objects):
+        self.objects, self.patches = objects, []
+
+    async def get_virtualcluster(self, namespace, name):
+        from kubernetes.client.rest import ApiException
+
+        if self.objects.get(name) is None:
+            raise ApiException(status=404)
+        return self.objects[name]
+
+    async def patch_virtualcluster_status(self, namespace, name, patch):
+        self.patches.append((name, patch["status"]))
+
+
+def test_exclusive_run_takes_the_lock_then_a_slot_and_reads_the_object_afresh():
+    from types import SimpleNamespace
+
+    from kubenest_operator.slots import exclusive_run
+
+    api = _Api({"a": {"metadata": {"name": "a", "generation": 3}}, "b": {"metadata": {"name": "b", "generation": 1}}})
+    ctx = SimpleNamespace(api=api, slots=RunSlots(total=1, per_namespace=1), locks=ObjectLocks())
+    order, done = [], asyncio.Event()
+    done.set()
+
+    async def run(name, hold, announce=True):
+        async with exclusive_run(ctx, "t", name, "Completed", announce=announce) as current:
+            order.append((name, current.metadata.get("generation") if current is not None else None))
+            await hold.wait()
+
+    async def scenario():
+        first = asyncio.Event()
+        tasks = [asyncio.create_task(run("a", first))]
+        await asyncio.sleep(0.05)
+        tasks.append(asyncio.create_task(run("b", done)))  # another object: waits for the slot, and says so
+        await asyncio.sleep(0.01)
+        tasks.append(asyncio.create_task(run("gone", done, announce=False)))  # no object: says nothing
+        await asyncio.sleep(0.01)
+        tasks.append(asyncio.create_task(run("a", done)))  # the same object: waits for its lock first
+        await asyncio.sleep(0.05)
+        assert order == [("a", 3)] and [name for name, _patch in api.patches] == ["b"]
+        api.objects["a"] = None  # deleted meanwhile: the second run of a reads that
+        first.set()
+        await asyncio.gather(*tasks)
+
+    asyncio.run(scenario())
+    # The slot goes in the order asked: b and the vanished one were waiting for it before a's lock came free.
+    assert order == [("a", 3), ("b", 1), ("gone", None), ("a", None)]
+    assert [name for name, _patch in api.patches] == ["b", "a"]
