@@ -55,7 +55,8 @@ def _inputs_digest(base: Path) -> str:
     digest = hashlib.sha256(base.name.encode())
     files = [Path(__file__), REPO_ROOT / "constraints.txt", REPO_ROOT / "requirements.txt",
              REPO_ROOT / "galaxy.yml", REPO_ROOT / "operator/pyproject.toml"]
-    files += sorted((REPO_ROOT / "operator/kubenest_operator").rglob("*.py"))
+    for package in ("kubenest_operator", "kubenest_binder"):
+        files += sorted((REPO_ROOT / "operator" / package).rglob("*.py"))
     for top in ("plugins", "roles", "playbooks", "meta", "deploy/crds"):
         files += sorted(p for p in (REPO_ROOT / top).rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     for path in files:

@@ -81,7 +81,7 @@ def binder(apiserver, api_client, kosmos_crds, tmp_path_factory):
     directory = tmp_path_factory.mktemp("binder")
     log = directory / "binder.log"
     with open(log, "wb") as out:
-        process = subprocess.Popen([sys.executable, "-m", "kubenest_operator.binder", "--kubeconfig",
+        process = subprocess.Popen([sys.executable, "-m", "kubenest_binder", "--kubeconfig",
                                     str(_kubeconfig(apiserver, token, directory / "kubeconfig")),
                                     f"--resync={RESYNC}"], stdout=out, stderr=subprocess.STDOUT)
     try:

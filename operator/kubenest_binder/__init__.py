@@ -27,7 +27,7 @@ import kubernetes
 from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_client import KubeClientError
 from kubernetes.client.rest import ApiException
 
-from .kube import GLOBALNODES, GROUP, VERSION, VIRTUALCLUSTERS, kubeconfig_path, load_configuration
+from kubenest_operator.kube import GLOBALNODES, GROUP, VERSION, VIRTUALCLUSTERS, kubeconfig_path, load_configuration
 
 log = logging.getLogger("kubenest_binder")
 
@@ -199,6 +199,3 @@ def main(argv: list[str] | None = None) -> int:
         Binder(api_client, args.grant).run(stop, args.resync)
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())
