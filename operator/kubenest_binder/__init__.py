@@ -198,4 +198,3 @@ def main(argv: list[str] | None = None) -> int:
     with kubernetes.client.ApiClient(configuration) as api_client:
         Binder(api_client, args.grant).run(stop, args.resync)
     return 0
-

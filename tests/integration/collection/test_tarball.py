@@ -23,7 +23,8 @@ from tests.support.playbook import write_inventory
 
 REPO = Path(__file__).resolve().parents[3]
 VENV_BIN = Path(sys.executable).parent
-TOP_LEVEL = {"MANIFEST.json", "FILES.json", "README.md", "requirements.txt", "versions.env", "plugins", "roles",
+TOP_LEVEL = {"MANIFEST.json", "FILES.json", "README.md", "CHANGELOG.rst", "LICENSE", "requirements.txt",
+             "versions.env", "plugins", "roles",
              "playbooks", "meta", "docs", "changelogs", "deploy", "dashboards"}
 MUST_HOLD = ("versions.env", "dashboards/kubenest.json", "docs/metrics.md", "plugins/connection/nodeagent.py",
              "plugins/plugin_utils/agent/mux.py",
@@ -41,7 +42,10 @@ def tarball(tmp_path_factory) -> Path:
 def test_the_tarball_holds_the_collection_alone(tarball):
     with tarfile.open(tarball) as tar:
         members = [m for m in tar.getmembers() if m.isfile()]
+        links = {m.name: m.linkname for m in tar.getmembers() if m.issym()}
     names = [m.name for m in members]
+    # The license at the path every source file's header names, as a link to the one file.
+    assert links == {"LICENSES/GPL-3.0-or-later.txt": "../LICENSE"}
     assert {n.split("/", 1)[0] for n in names} == TOP_LEVEL
     leftovers = [n for n in names if "__pycache__" in n or n.endswith((".pyc", ".orig", ".rej", "~", ".log"))]
     assert not leftovers

@@ -1,0 +1,33 @@
+"""What publishing the collection needs: its license in the tarball, a released changelog, bounded dependencies."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[3]
+GALAXY = yaml.safe_load((REPO / "galaxy.yml").read_text())
+
+
+def test_the_license_file_is_the_one_galaxy_yml_declares():
+    assert GALAXY["license"] == ["GPL-3.0-or-later"]
+    text = (REPO / "LICENSE").read_text()
+    assert text.split("\n")[0].strip() == "GNU GENERAL PUBLIC LICENSE" and "Version 3, 29 June 2007" in text
+    # The path every source file's header names.
+    assert (REPO / "LICENSES" / "GPL-3.0-or-later.txt").read_text() == text
+
+
+def test_every_dependency_has_an_upper_bound():
+    for name, spec in GALAXY["dependencies"].items():
+        assert re.fullmatch(r">=[0-9.]+,<[0-9.]+", spec), (name, spec)
+    for line in (REPO / "requirements.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            assert re.fullmatch(r"[A-Za-z0-9_.-]+>=[0-9.]+,<[0-9.]+", line.strip()), line
+
+
+def test_the_galaxy_version_is_released_in_the_changelog():
+    changes = yaml.safe_load((REPO / "changelogs" / "changelog.yaml").read_text())
+    assert str(GALAXY["version"]) in changes["releases"]
+    assert f"v{GALAXY['version']}" in (REPO / "CHANGELOG.rst").read_text()
