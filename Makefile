@@ -30,7 +30,7 @@ down:
 	  .sandbox/sample.kubeconfig .sandbox/operator.log .sandbox/operator.pid .sandbox/operator.mode .sandbox/operator-install.json \
 	  .sandbox/host.json .sandbox/kubeadm
 
-.PHONY: help install system-deps lint ruff ansible-lint sanity changelog-lint role-readmes unit integration integration-agent integration-early integration-images e2e e2e-kubeadm prebuild prebuild-images prebuild-machines test test-long bench conformance conformance-suite k8s cilium runtime images operator-image push-images apiserver up down clean
+.PHONY: help install system-deps lint ruff ansible-lint sanity changelog-lint role-readmes diagrams unit integration integration-agent integration-early integration-images e2e e2e-kubeadm prebuild prebuild-images prebuild-machines test test-long bench conformance conformance-suite k8s cilium runtime images operator-image push-images apiserver up down clean
 
 help:
 	@echo "make up        local sandbox host cluster, operator and a sample virtual cluster"
@@ -74,6 +74,10 @@ changelog-lint: install
 	cd $(CURDIR) && PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/antsibull-changelog lint
 
 lint: ruff ansible-lint sanity changelog-lint
+
+# The diagrams README.md shows, from their Graphviz sources (a unit test fails when one is stale).
+diagrams:
+	@for source in docs/diagrams/*.dot; do dot -Tsvg "$$source" -o "$${source%.dot}.svg"; done
 
 # Each role's README.md, from its meta/argument_specs.yml (a unit test fails when one is stale).
 role-readmes: install
