@@ -30,6 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench import phases  # noqa: E402
+from bench.record import record  # noqa: E402
 from bench.settle import settle  # noqa: E402
 from sandbox.machines.config import from_env  # noqa: E402
 from sandbox.operator import write_site_vars  # noqa: E402
@@ -243,6 +244,11 @@ def main() -> int:
         finally:
             operator.stop()
     base, mem_base = statistics.median(baselines), statistics.median(base_memory)
+    record("addons", {"node": NODE, "created_to_ready_s": to_ready, "control_plane_to_addons_s": from_cp,
+                      "node_to_addons_s": from_node, "dns_memory_bytes": memory, "addons_memory_bytes": all_memory,
+                      "baseline_dns_restart_s": baselines, "baseline_dns_memory_bytes": base_memory,
+                      "baseline_host_addons_memory_bytes": host_all_memory, "first_create_phases_s": breakdown,
+                      "promotion_steps_s": steps})
     print(f"\nTenant add-ons on the sandbox ({RUNS} virtual clusters, one promoted node each: {NODE}); baseline: "
           "the host cluster's own CoreDNS, restarted until every replica is available, and its memory per replica")
     print("| metric | median | max | baseline (median) | ratio |")

@@ -28,6 +28,7 @@ sys.path.insert(0, str(REPO))
 
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.client import connect_direct  # noqa: E402
 
+from bench.record import record  # noqa: E402
 from sandbox.machines.config import NETWORK_VARS, RETURN_VARS, from_env  # noqa: E402
 from tests.support.virtualclusters import (  # noqa: E402
     OperatorProcess,
@@ -214,6 +215,7 @@ def main() -> int:
             playbook(sb, inventory, request, "absent", [])
             operator.stop()
     base = statistics.median(baselines)
+    record("promotion", {"node": NODE, "promotion_s": promotions, "return_s": returns, "baseline_s": baselines})
     print(f"\nNode promotion and return on the sandbox ({RUNS} runs, node {NODE}); baseline: the same machine "
           "joined into the host cluster by its kubelet with a bootstrap token, until Ready")
     print("| metric | median | max | baseline (median) | ratio |")

@@ -22,6 +22,7 @@ sys.path.insert(0, str(REPO))
 
 import yaml  # noqa: E402
 
+from bench.record import record  # noqa: E402
 from bench.sshd import LoopbackSSHD  # noqa: E402
 from tests.support.agentproc import AgentProcess, free_port, shutdown_muxes  # noqa: E402
 
@@ -152,6 +153,7 @@ def main() -> int:
     out = REPO / "bench" / "results"
     out.mkdir(exist_ok=True)
     (out / "agent-vs-ssh.json").write_text(json.dumps({"median": summary, "runs": results}, indent=2))
+    record("agent-vs-ssh", {"median": summary, "runs": results})
     return 0
 
 

@@ -37,6 +37,7 @@ from ansible_collections.kosmos.kubenest.plugins.plugin_utils.agent.client impor
 from bench import phases  # noqa: E402
 from bench.process_memory import PeakSampler  # noqa: E402
 from bench.raw_control_plane import startup_seconds as raw_startup_seconds  # noqa: E402
+from bench.record import record  # noqa: E402
 from bench.settle import settle  # noqa: E402
 from sandbox.machines.config import from_env  # noqa: E402
 from sandbox.operator import write_site_vars  # noqa: E402
@@ -246,6 +247,7 @@ def main() -> int:
     results["host_cp_MiB"] = host_control_plane_memory(sb) / MiB
 
     r = results
+    record("virtualclusters", results)
     print("\nVirtualCluster lifecycle on the sandbox (operator + hosted roles), 2 cores")
     print(f"{'metric':48} {'value':>10} {'baseline':>12} {'ratio':>7}")
     print(f"{f'create -> Ready, median of {CREATES} (s)':48} {r['ready_s']:10.1f} {r['raw_s']:10.1f}rc "
