@@ -4,11 +4,13 @@ against the sandbox and its operator."""
 
 from __future__ import annotations
 
+import base64
 import time
 import uuid
 from pathlib import Path
 
 import pytest
+import yaml
 from ansible_collections.kosmos.kubenest.plugins.module_utils import etcd_backup_file
 from kubernetes import client as k8s
 
@@ -28,6 +30,7 @@ CREATE = "kosmos.kubenest create or update a virtual cluster"
 NODES = "kosmos.kubenest promote or return nodes"
 DELETE = "kosmos.kubenest delete a virtual cluster"
 BACKUP, CHECK = "kosmos.kubenest back up a virtual cluster", "kosmos.kubenest check the node agents"
+RESTORE = "kosmos.kubenest restore a virtual cluster"
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +60,12 @@ def awx(host_cluster, tmp_path_factory):
             yield sb, api, launch, jobs
         finally:
             delete_all_vcs(api, NS, timeout=600)
+
+
+def _field(kubeconfig_b64: str, name: str) -> str:
+    """One field of a base64 kubeconfig, read as data."""
+    config = yaml.safe_load(base64.b64decode(kubeconfig_b64))
+    return config["clusters"][0]["cluster"][name]
 
 
 def _successful(result: JobResult) -> JobResult:
@@ -116,6 +125,17 @@ def test_create_promote_return_back_up_check_and_delete_through_the_job_template
                                 "kubenest_vc_confirm": "portal"}))
     assert get_vc(api, NS, "portal") is None
     assert_back_in_host_clean(sb, api, "kn-w2")
+
+    # The backup comes back as a new virtual cluster with the same CAs: the old admin kubeconfig's CA signs it.
+    _successful(launch(RESTORE, {"kubenest_restore_src": str(dest), "kubenest_restore_name": "portal-again",
+                                 "kubenest_restore_namespace": NS, "kubenest_restore_passphrase": passphrase}))
+    restored = get_vc(api, NS, "portal-again")
+    assert next(c for c in restored["status"]["conditions"] if c["type"] == "Ready")["status"] == "True"
+    again = k8s.CoreV1Api(api).read_namespaced_secret("portal-again-admin-kubeconfig", NS).data["kubeconfig"]
+    ca = "certificate-authority-data"
+    assert _field(again, ca) == _field(admin_kubeconfig, ca)
+    _successful(launch(DELETE, {"kubenest_vc_namespace": NS, "kubenest_vc_name": "portal-again",
+                                "kubenest_vc_confirm": "portal-again"}))
 
     # What AWX keeps of the jobs (events, stdout) holds none of the credentials and secrets they handled.
     host_key = next(line.split(":", 1)[1].strip() for line in (sb.state_dir / "kubeconfig").read_text().splitlines()
