@@ -287,6 +287,10 @@ def reissue_reason(cert_pem, key_pem, ca, wanted, renew_before_days=RENEW_BEFORE
         return "key does not match certificate"
     spec = certificate_spec(cert)
     for field, label in SPEC_LABELS:
+        # A CA is kept whatever its name says: a new one would be trusted by nothing that trusts it (a backup
+        # restored under another name keeps its CAs, whose names carry the old one).
+        if field == "common_name" and spec["is_ca"] and wanted["is_ca"]:
+            continue
         if spec[field] != wanted[field]:
             return "%s differ" % label
     if ca is not None and not signed_by(cert, ca.cert):

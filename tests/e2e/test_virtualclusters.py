@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 from kubernetes import client as k8s
+from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
@@ -608,7 +609,7 @@ def test_a_backup_restores_into_a_new_virtual_cluster_with_the_tenants_objects(o
     _proc, api = operator
     kubeconfig = sb.state_dir / "kubeconfig"
     alpha = get_vc(api, NS, "alpha") or wait_ready(api, NS, "alpha")
-    tenant, _config = tenant_client(alpha, api)
+    tenant, alpha_admin = tenant_client(alpha, api)
     secret = "s3cret-" + base64.b16encode(os.urandom(8)).decode()
     k8s.CoreV1Api(tenant).create_namespaced_secret("team-a", k8s.V1Secret(
         metadata=k8s.V1ObjectMeta(name="kept"), string_data={"token": secret}))
@@ -643,6 +644,10 @@ def test_a_backup_restores_into_a_new_virtual_cluster_with_the_tenants_objects(o
     assert k8s.AppsV1Api(restored).read_namespaced_deployment("web", "team-a").metadata.name == "web"
     assert k8s.ApiextensionsV1Api(restored).read_custom_resource_definition("gadgets.tenant.example")
     # The backed-up CA is omega's own: alpha's admin credentials are accepted by omega's API server.
+    _restored, omega_admin = tenant_client(omega, api)
+    alpha_admin["clusters"][0]["cluster"]["server"] = omega_admin["clusters"][0]["cluster"]["server"]
+    with_alphas = k8s.CoreV1Api(k8s_config.new_client_from_config_dict(alpha_admin))
+    assert base64.b64decode(with_alphas.read_namespaced_secret("kept", "team-a").data["token"]).decode() == secret
     host_core = k8s.CoreV1Api(api)
     for name in ("omega-pki", "omega-etcd-pki"):
         owners = host_core.read_namespaced_secret(name, NS).metadata.owner_references

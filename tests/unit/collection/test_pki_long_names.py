@@ -57,3 +57,20 @@ def test_a_leaf_name_that_does_not_fit_is_refused_before_anything_is_issued():
         "certificates: admin: common name %r must have 1 to 64 characters" % ("system:node:" + "w" * 60)]
     with pytest.raises(ValueError, match="must have 1 to 64 characters"):
         pki.issue_certificate(pki.new_ca("ca", key_type="ec"), "x" * 65, client=True, key_type="ec")
+
+
+def test_a_ca_under_another_name_is_kept_and_its_leaves_are_issued_for_the_new_name():
+    """A backup restored into a new virtual cluster brings CAs named after the old one: the run keeps them (else
+    every credential the old cluster handed out would stop working) and signs the new leaves with them."""
+    files = {}
+    pki_plan.issue(_params("tenants", "alpha"), files)
+    old = {key: value for key, value in files.items() if key.startswith(("ca.", "etcd-ca.", "front-proxy-ca."))}
+    report = pki_plan.issue(_params("tenants", "alpha-restored"), dict(old))
+    assert {name: report[name]["reason"] for name in ("ca", "front-proxy-ca", "etcd-ca")} == {
+        "ca": "unchanged", "front-proxy-ca": "unchanged", "etcd-ca": "unchanged"}
+    assert report["admin"]["reason"] == "missing"
+    # A leaf's name is its identity: one issued for another name is issued again.
+    assert pki.reissue_reason(files["admin.crt"], files["admin.key"],
+                              pki.CertAndKey(pki.load_certificate_pem(files["ca.crt"]),
+                                             pki.load_private_key_pem(files["ca.key"])),
+                              pki.wanted_spec("kubenest-other", usages=("client",))) == "common name differ"
