@@ -202,7 +202,9 @@ async def _complete(ctx: Context, body: kopf.Body, run: Run, retry: int, logger:
     previous = plain((body.get("status") or {}).get("conditions") or [])
     nodes_ready = st.condition(st.NODES_READY, *decided.nodes, generation, previous)
     addons_ready = st.condition(st.ADDONS_READY, *addons, generation, previous)
-    await set_ready(ctx, body, *decided.ready, generation, nodes_ready, addons_ready)
+    spread = st.spread_condition(result.get("apiServers"))
+    others = [nodes_ready, addons_ready] + ([st.condition(st.SPREAD, *spread, generation, previous)] if spread else [])
+    await set_ready(ctx, body, *decided.ready, generation, *others)
     if decided.phase != st.COMPLETED:
         logger.info(f"{decided.message}; looking again in {ctx.config.node_wait_interval:.0f}s")
         raise kopf.TemporaryError(decided.message, delay=ctx.config.node_wait_interval)

@@ -70,6 +70,8 @@ KINDS = (
     Kind("StatefulSet", lambda c: kubernetes.client.AppsV1Api(c).list_namespaced_stateful_set, True, True),
     Kind("Service", lambda c: kubernetes.client.CoreV1Api(c).list_namespaced_service, True),
     Kind("NetworkPolicy", lambda c: kubernetes.client.NetworkingV1Api(c).list_namespaced_network_policy, True),
+    Kind("PodDisruptionBudget", lambda c: kubernetes.client.PolicyV1Api(c).list_namespaced_pod_disruption_budget,
+         True),
     Kind("Secret", lambda c: kubernetes.client.CoreV1Api(c).list_namespaced_secret, False),
 )
 KIND_BY_NAME = {kind.name: kind for kind in KINDS}

@@ -17,9 +17,9 @@ from .progress import Progress
 
 PENDING, PREPARING, INITIALIZED, COMPLETED, UPDATING, DELETING, FAILED = (
     "Pending", "Preparing", "Initialized", "Completed", "Updating", "Deleting", "Failed")
-READY, NODES_READY, ADDONS_READY = "Ready", "NodesReady", "AddonsReady"
+READY, NODES_READY, ADDONS_READY, SPREAD = "Ready", "NodesReady", "AddonsReady", "ControlPlaneSpread"
 # Conditions a run sets besides Ready; every status apply carries all of them.
-OWNED_CONDITIONS = (NODES_READY, ADDONS_READY)
+OWNED_CONDITIONS = (NODES_READY, ADDONS_READY, SPREAD)
 API_VERSION, KIND = "kosmos.io/v1alpha1", "VirtualCluster"
 
 
@@ -139,6 +139,25 @@ def addons_condition(addons: Any, wanted: int) -> tuple[str, str, str]:
     if not ready and wanted == 0:
         reason = "NoNodes"  # installed; nothing to run on until nodes join
     return ("True" if ready else "False"), reason, message
+
+
+def spread_condition(reported: Any) -> tuple[str, str, str] | None:
+    """ControlPlaneSpread (status, reason, message) from a run's `apiServers` result: whether each replica of
+    the control plane has a host node of its own. None when the run reported nothing (an older collection)."""
+    if not isinstance(reported, Mapping):
+        return None
+    try:
+        replicas, nodes = int(reported.get("replicas", 1)), int(reported.get("hostNodes", 0))
+    except (TypeError, ValueError):
+        return None
+    if replicas <= 1:
+        return "True", "SingleReplica", "1 API server: nothing to spread"
+    if replicas <= nodes:
+        return "True", "OnePerHostNode", (f"{replicas} API servers, each on a host node of its own "
+                                          f"({nodes} schedulable in the placement)")
+    return "False", "TooFewHostNodes", (
+        f"{replicas} API servers share {nodes} schedulable host node(s) of the control plane's placement: "
+        f"losing one node may stop several; add host nodes (or lower apiServerReplicas) for one each")
 
 
 def addons_allow_ready(addons_status: str | None, wanted: int) -> bool:

@@ -12,6 +12,8 @@ description:
   - Builds the StatefulSet of a virtual cluster's etcd or the Deployment of its kube-apiserver,
     kube-controller-manager or kube-scheduler as a dictionary for kubernetes.core.k8s; C(apiserver-config)
     builds the ConfigMap C(<name>-apiserver-config) with the files the API server reads from it.
+  - C(<component>-budget) builds the component's PodDisruptionBudget: at most one pod evicted at a time,
+    pods that are not ready always evictable.
   - Every value lands in a field of its own and is checked first (names, image references, addresses,
     CIDRs); no value is rendered into YAML text and parsed back, so none can add fields to the manifest.
 author:
@@ -20,7 +22,8 @@ options:
   _input:
     description: The component.
     type: str
-    choices: [etcd, apiserver, apiserver-config, controller-manager, scheduler]
+    choices: [etcd, apiserver, apiserver-config, controller-manager, scheduler, etcd-budget, apiserver-budget,
+              controller-manager-budget, scheduler-budget]
     required: true
   vc:
     description: The virtual cluster (C(name), C(namespace), C(labels), C(selector), C(owner_references)).
@@ -36,6 +39,10 @@ options:
         empty for none).
       - The others take C(image_repository) and C(version); C(apiserver) also C(etcd_endpoint), C(service_cidr)
         and C(cluster_domain); C(controller-manager) also C(service_cidr), C(pod_cidr) and C(node_cidr_mask).
+      - C(apiserver), C(controller-manager) and C(scheduler) take C(replicas) (1, 2 or 3; the API servers serve
+        side by side, the controllers elect a leader) and C(host_nodes), the schedulable host nodes of the
+        placement: with at least as many nodes as replicas each replica needs a node of its own (required
+        anti-affinity), with fewer they spread as far as the nodes allow.
       - All take C(node_selector) and C(tolerations); the others take C(resources) by component name, and
         C(pki_revision), a hexadecimal digest of their certificates put on the pod template, so that re-issued
         certificates roll the Deployment. C(await_apiserver) (default true) starts C(apiserver) through
@@ -81,6 +88,7 @@ from ansible_collections.kosmos.kubenest.plugins.plugin_utils.hosted_control_pla
     scheduler_deployment,
 )
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.hosted_etcd import etcd_statefulset
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.hosted_pods import VirtualClusterRef, disruption_budget
 
 PLACEMENT = ("node_selector", "tolerations", "resources")
 COMPONENTS = {
@@ -90,6 +98,7 @@ COMPONENTS = {
     "controller-manager": (controller_manager_deployment, ("service_cidr", "pod_cidr", "node_cidr_mask")),
     "scheduler": (scheduler_deployment, ()),
 }
+BUDGET = "-budget"
 
 
 def _pick(settings, keys):
@@ -107,11 +116,14 @@ def hosted_manifest(component, vc, settings):
                 picked["members"] = int(picked["members"])
             picked["restore"] = picked.get("restore") or None
             return etcd_statefulset(vc, **picked)
+        if component.endswith(BUDGET) and component[:-len(BUDGET)] in ("etcd",) + tuple(COMPONENTS):
+            return disruption_budget(VirtualClusterRef(vc), component[:-len(BUDGET)])
         if component not in COMPONENTS:
-            raise ValueError("unknown component %r; one of etcd, %s" % (component, ", ".join(COMPONENTS)))
+            raise ValueError("unknown component %r; one of etcd, %s, or one of them with %s"
+                             % (component, ", ".join(COMPONENTS), BUDGET))
         build, keys = COMPONENTS[component]
         shared_keys = ("image_repository", "version", "pki_revision", "await_apiserver", "gogc",
-                       "extra_args") + PLACEMENT
+                       "extra_args", "replicas", "host_nodes") + PLACEMENT
         shared = ControlPlaneSettings(vc, **_pick(settings, shared_keys))
         return build(shared, **_pick(settings, keys))
     except (TypeError, ValueError) as exc:

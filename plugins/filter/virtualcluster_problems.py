@@ -50,6 +50,7 @@ from ansible_collections.kosmos.kubenest.plugins.plugin_utils.apiserver_config i
 )
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.control_plane_flags import spec_extra_args
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.hosted_etcd import check_restore
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.hosted_pods import REPLICA_COUNTS
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.references import (
     DNS_1123_LABEL,
     VIRTUAL_CLUSTER_NAME_MAX,
@@ -86,6 +87,10 @@ def _checks(request, allowed_registries):
     members = spec.get("etcdMembers", 1)
     if isinstance(members, bool) or members not in MEMBER_COUNTS:
         yield lambda: _fail("etcdMembers must be one of %s, got %r" % (", ".join(map(str, MEMBER_COUNTS)), members))
+    replicas = spec.get("apiServerReplicas", 1)
+    if isinstance(replicas, bool) or replicas not in REPLICA_COUNTS:
+        yield lambda: _fail("apiServerReplicas must be one of %s, got %r"
+                            % (", ".join(map(str, REPLICA_COUNTS)), replicas))
     if spec.get("podNetwork", "cilium") not in POD_NETWORKS:
         yield lambda: _fail("podNetwork must be one of %s, got %r" % (", ".join(POD_NETWORKS), spec.get("podNetwork")))
     if spec.get("apiServerServiceType", "NodePort") not in SERVICE_TYPES:

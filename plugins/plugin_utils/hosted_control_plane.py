@@ -20,11 +20,14 @@ from ansible_collections.kosmos.kubenest.plugins.plugin_utils.control_plane_flag
 )
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.hosted_pods import (
     VirtualClusterRef,
+    check_count,
+    check_replicas,
     container_resources,
     flags,
     http_probe,
     placement,
     secret_volume,
+    spread_affinity,
     workload,
 )
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.references import (
@@ -53,11 +56,15 @@ APISERVER_PKI_KEYS = ["ca.crt", "apiserver.crt", "apiserver.key", "apiserver-kub
 
 
 class ControlPlaneSettings:
-    """Checked settings shared by the three components."""
+    """Checked settings shared by the three components. replicas: of each component (the API servers serve
+    side by side, the controllers elect a leader); host_nodes: the schedulable host nodes of the placement,
+    which decide whether replicas must each have a node of their own."""
 
     def __init__(self, vc, image_repository, version, node_selector=None, tolerations=None, resources=None,
-                 pki_revision="", await_apiserver=True, gogc=None, extra_args=None):
+                 pki_revision="", await_apiserver=True, gogc=None, extra_args=None, replicas=1, host_nodes=0):
         self.vc = VirtualClusterRef(vc)
+        self.replicas = check_replicas(replicas, "the API server replicas")
+        self.host_nodes = check_count(host_nodes, "host_nodes")
         self.extra_args = check_extra_args(extra_args)
         self.pki_revision = check_revision(pki_revision)
         self.image_repository = check_image_repository(image_repository)
@@ -112,8 +119,19 @@ class ControlPlaneSettings:
         container["volumeMounts"] = volume_mounts
         pod = dict(self.placement, containers=[container], volumes=volumes)
         annotations = {PKI_REVISION: self.pki_revision} if self.pki_revision else None
+        extra = None
+        if self.replicas > 1:
+            pod["affinity"] = spread_affinity(self.vc, component, self.replicas, self.host_nodes)
+            # One replica at a time, none added: with one host node per replica a surge pod would find no node,
+            # and the others keep serving meanwhile.
+            extra = {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}}
         return workload("Deployment", self.vc, "%s-%s" % (self.vc.name, component), component, pod,
-                        pod_annotations=annotations)
+                        replicas=self.replicas, extra_spec=extra, pod_annotations=annotations)
+
+    @property
+    def leader_elect(self):
+        # A single replica has nothing to elect, and keeps the flags (and pods) it always had.
+        return self.replicas > 1
 
 
 def check_gogc(value):
@@ -201,7 +219,8 @@ def apiserver_deployment(settings, etcd_endpoint, service_cidr, cluster_domain="
         konnectivity.add_to_apiserver_pod(
             deployment["spec"]["template"]["spec"], konnectivity_image, "%s-konnectivity" % name,
             FILES.cert("apiserver.crt"), FILES.cert("apiserver.key"), FILES.kubeconfig("konnectivity-server"),
-            [("pki", PKI), ("conf", CONF)], settings.resources.get("konnectivity-server"))
+            [("pki", PKI), ("conf", CONF)], settings.resources.get("konnectivity-server"),
+            server_count=settings.replicas)
     return deployment
 
 
@@ -257,8 +276,9 @@ def apiserver_config_map(settings, cluster_domain="cluster.local", authenticatio
 
 def controller_manager_deployment(settings, service_cidr, pod_cidr, node_cidr_mask=24):
     name = settings.vc.name
-    # One replica: nothing to elect. Bound to all addresses for the kubelet's probe at the pod IP.
-    options = controller_manager_flags(FILES, name, service_cidr, "0.0.0.0", leader_elect=False, pod_cidr=pod_cidr,
+    # Bound to all addresses for the kubelet's probe at the pod IP.
+    options = controller_manager_flags(FILES, name, service_cidr, "0.0.0.0", leader_elect=settings.leader_elect,
+                                       pod_cidr=pod_cidr,
                                        node_cidr_mask=node_cidr_mask)
     probes = {"livenessProbe": http_probe("/healthz", 10257, period=10, initial_delay=30, scheme="HTTPS")}
     volumes = [
@@ -271,7 +291,7 @@ def controller_manager_deployment(settings, service_cidr, pod_cidr, node_cidr_ma
 
 
 def scheduler_deployment(settings):
-    options = scheduler_flags(FILES, "0.0.0.0", leader_elect=False)
+    options = scheduler_flags(FILES, "0.0.0.0", leader_elect=settings.leader_elect)
     probes = {"livenessProbe": http_probe("/healthz", 10259, period=10, initial_delay=30, scheme="HTTPS")}
     volumes = [secret_volume("conf", "%s-component-kubeconfigs" % settings.vc.name, ["scheduler.conf"])]
     return settings.deployment("scheduler", "kube-scheduler", options, probes, [("conf", CONF)], volumes,

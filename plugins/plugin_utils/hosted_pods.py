@@ -80,6 +80,52 @@ def flags(binary, options):
     return [binary] + ["--%s=%s" % (key, value) for key, value in options]
 
 
+REPLICA_COUNTS = (1, 2, 3)
+
+
+def check_replicas(value, what="replicas"):
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)
+    if isinstance(value, bool) or value not in REPLICA_COUNTS:
+        raise ValueError("%s must be one of %s, not %r" % (what, ", ".join(map(str, REPLICA_COUNTS)), value))
+    return value
+
+
+def check_count(value, what):
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError("%s must be a count, not %r" % (what, value))
+    return value
+
+
+def spreads(replicas, host_nodes):
+    """Whether each replica gets a host node of its own: required anti-affinity needs as many nodes as
+    replicas, or the ones left over would stay Pending."""
+    return replicas <= host_nodes
+
+
+def spread_affinity(vc, component, replicas, host_nodes):
+    """Replicas of a component on different host nodes: required where there are enough nodes (one lost node
+    costs one replica), preferred where not (they still run, as far apart as the nodes allow)."""
+    term = {"topologyKey": "kubernetes.io/hostname",
+            "labelSelector": {"matchLabels": vc.component_selector(component)}}
+    if spreads(replicas, host_nodes):
+        return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    return {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 100, "podAffinityTerm": term}]}}
+
+
+def disruption_budget(vc, component):
+    """At most one pod of the component evicted at a time (a drain of host nodes waits for the next to be
+    back): etcd keeps its quorum, several API servers keep one answering, and a single replica may still go.
+    Pods that are not ready may always go, so a broken pod never blocks a drain."""
+    name = "%s-%s" % (vc.name, component)
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": vc.metadata(name, component),
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": vc.component_selector(component)},
+                     "unhealthyPodEvictionPolicy": "AlwaysAllow"}}
+
+
 def workload(kind, vc, name, component, pod_spec, replicas=1, extra_spec=None, pod_annotations=None):
     """A Deployment or StatefulSet of one control-plane component."""
     template_metadata = {"labels": vc.component_labels(component)}

@@ -48,9 +48,11 @@ def egress_selector_config(uds_name):
 
 
 def server_args(uds_name, cert_file, key_file, kubeconfig, agent_port=AGENT_PORT, admin_port=ADMIN_PORT,
-                health_port=HEALTH_PORT, agent_bind_address="", health_bind_address="127.0.0.1"):
+                health_port=HEALTH_PORT, agent_bind_address="", health_bind_address="127.0.0.1", server_count=1):
     """proxy-server flags: the API server's side on a Unix socket, agents on TLS at `agent_port` with the API
-    server's serving certificate (agents dial the same address as kubelets), tokens checked by TokenReview."""
+    server's serving certificate (agents dial the same address as kubelets), tokens checked by TokenReview.
+    server_count: the proxy servers behind the agents' address (one per API server). Told it, each agent
+    dials again until it holds a tunnel to every one of them, so each API server reaches every node."""
     args = [
         "--mode=grpc",
         "--server-port=0",  # the API server's side is the socket only
@@ -74,6 +76,10 @@ def server_args(uds_name, cert_file, key_file, kubeconfig, agent_port=AGENT_PORT
     ]
     if agent_bind_address:
         args.append("--agent-bind-address=%s" % check_host(agent_bind_address))
+    if server_count != 1:
+        if isinstance(server_count, bool) or not isinstance(server_count, int) or server_count < 1:
+            raise ValueError("the proxy server count must be a positive number, not %r" % (server_count,))
+        args.append("--server-count=%d" % server_count)
     return args
 
 
@@ -104,7 +110,8 @@ EGRESS_FILE = EGRESS_DIR + "/egress-selector.json"
 DEFAULT_SERVER_RESOURCES = {"requests": {"cpu": "5m", "memory": "30Mi"}, "limits": {"memory": "200Mi"}}
 
 
-def add_to_apiserver_pod(pod, image, egress_secret, cert_file, key_file, kubeconfig, mounts, resources=None):
+def add_to_apiserver_pod(pod, image, egress_secret, cert_file, key_file, kubeconfig, mounts, resources=None,
+                         server_count=1):
     """The proxy server as a second container of a hosted API server's pod, sharing the socket directory; the
     API server sends cluster traffic there (its egress selector comes from the Secret `egress_secret`).
     `mounts` are the API server container's (volume name, path) pairs the proxy reads its certificate, key and
@@ -121,7 +128,8 @@ def add_to_apiserver_pod(pod, image, egress_secret, cert_file, key_file, kubecon
         "imagePullPolicy": "IfNotPresent",
         # health on the pod's address, for the kubelet's probe; the admin port stays on loopback
         "command": ["/usr/local/bin/proxy-server"] + server_args(UDS_NAME, cert_file, key_file, kubeconfig,
-                                                                 health_bind_address="0.0.0.0"),
+                                                                 health_bind_address="0.0.0.0",
+                                                                 server_count=server_count),
         "ports": [{"name": "konnectivity", "containerPort": AGENT_PORT}],
         "resources": container_resources(resources or DEFAULT_SERVER_RESOURCES),
         "livenessProbe": {"httpGet": {"port": HEALTH_PORT, "path": "/healthz"},

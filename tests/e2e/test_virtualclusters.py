@@ -27,6 +27,7 @@ from sandbox.cluster.layout import cidrs
 from tests.support.http import json_request
 from tests.support.jwt_issuer import JwtIssuer
 from tests.support.k8sbin import versions as pinned_versions
+from tests.support.tenant_poller import TenantPoller
 from tests.support.virtualclusters import (
     REPO_ROOT,
     condition,
@@ -42,7 +43,7 @@ from tests.support.virtualclusters import (
 
 NS = "kubenest-e2e-vc"
 EXPECTED = {"Deployment": 3, "StatefulSet": 1, "Service": 2, "Secret": 5, "ConfigMap": 1, "NetworkPolicy": 3,
-            "Pod": 4, "PersistentVolumeClaim": 1}
+            "PodDisruptionBudget": 4, "Pod": 4, "PersistentVolumeClaim": 1}
 POOL = "/var/lib/kubenest/volumes"  # kosmos.kubenest.local_volumes on the control-plane machine
 
 
@@ -505,6 +506,106 @@ def test_three_etcd_members_keep_the_tenant_serving_while_one_is_gone(operator):
     wait_ready(api, NS, "trio")
     delete_vc(api, NS, "trio")
     assert all(names == [] for names in labelled_objects(api, NS, "trio").values())
+
+
+def _apply_and_wait(api, name: str, spec: dict, what: str) -> dict:
+    generation = k8s.CustomObjectsApi(api).patch_namespaced_custom_object(
+        "kosmos.io", "v1alpha1", NS, "virtualclusters", name, {"spec": spec})["metadata"]["generation"]
+
+    def applied():
+        vc = get_vc(api, NS, name)
+        done = vc["status"].get("observedGeneration") == generation and condition(vc, "Ready").get("status") == "True"
+        return vc if done else None
+
+    return wait_for(applied, 300, what)
+
+
+def _all_rolled(api, name: str, component: str):
+    """The component's Deployment with every replica of its current template ready, and no older pod left."""
+    deployment = k8s.AppsV1Api(api).read_namespaced_deployment(f"{name}-{component}", NS)
+    status, wanted = deployment.status, deployment.spec.replicas
+    pods = k8s.CoreV1Api(api).list_namespaced_pod(
+        NS, label_selector=f"kosmos.io/virtualcluster={name},app.kubernetes.io/component={component}").items
+    done = (status.observed_generation == deployment.metadata.generation and status.updated_replicas == wanted
+            and status.ready_replicas == wanted and status.replicas == wanted and len(pods) == wanted)
+    return deployment if done else None
+
+
+def _disrupt(api, kubeconfig: dict, name: str, extra_args: dict) -> tuple[TenantPoller, TenantPoller]:
+    """A client polls the tenant every 100 ms while one API server pod is deleted, then while a changed flag
+    rolls every API server. Returns the two polls."""
+    core = k8s.CoreV1Api(api)
+    selector = f"kosmos.io/virtualcluster={name},app.kubernetes.io/component=apiserver"
+    with TenantPoller(kubeconfig) as deleted:
+        time.sleep(2)
+        victim = core.list_namespaced_pod(NS, label_selector=selector).items[0].metadata.name
+        core.delete_namespaced_pod(victim, NS)
+        wait_for(lambda: _all_rolled(api, name, "apiserver") and not any(
+            p.metadata.name == victim for p in core.list_namespaced_pod(NS, label_selector=selector).items),
+            180, f"{victim} replaced", interval=0.5)
+        time.sleep(2)
+    with TenantPoller(kubeconfig) as rolled:
+        time.sleep(2)
+        _apply_and_wait(api, name, {"controlPlane": {"apiServer": {"extraArgs": extra_args}}},
+                        f"{name} Ready with its API servers rolled")
+        wait_for(lambda: _all_rolled(api, name, "apiserver"), 180, f"{name}'s API servers rolled", interval=0.5)
+        time.sleep(2)
+    return deleted, rolled
+
+
+def test_two_api_servers_keep_the_tenant_answering_through_a_lost_pod_and_a_roll(operator, host_cluster):
+    """One VirtualCluster, first with one API server, then scaled to two in place: a client polling its API every
+    100 ms (a connection per request, no retries) while an API server pod is deleted and while a changed flag
+    rolls them. With two, no request fails; the counts with one are printed beside them. The controllers elect a
+    leader, every component has a disruption budget, and ControlPlaneSpread says whether each API server has a
+    host node of its own (the sandbox's tenants run on its control-plane machines)."""
+    _proc, api = operator
+    create_vc(api, NS, "duo", {})
+    duo = wait_ready(api, NS, "duo")
+    _tenant, kubeconfig = tenant_client(duo, api)
+    one = _disrupt(api, kubeconfig, "duo", {"v": "2"})
+
+    started = time.monotonic()
+    duo = _apply_and_wait(api, "duo", {"apiServerReplicas": 2}, "duo Ready with two API servers")
+    scaled = time.monotonic() - started
+    apps = k8s.AppsV1Api(api)
+    for component in ("apiserver", "controller-manager", "scheduler"):
+        assert wait_for(lambda c=component: _all_rolled(api, "duo", c), 120, f"two {component}s").spec.replicas == 2
+    duo_label = "kosmos.io/virtualcluster=duo"
+    budgets = k8s.PolicyV1Api(api).list_namespaced_pod_disruption_budget(NS, label_selector=duo_label)
+    assert sorted((b.metadata.name, b.spec.max_unavailable) for b in budgets.items) == [
+        ("duo-apiserver", 1), ("duo-controller-manager", 1), ("duo-etcd", 1), ("duo-scheduler", 1)]
+    nodes = [n for n in k8s.CoreV1Api(api).list_node(label_selector="node-role.kubernetes.io/control-plane").items
+             if not n.spec.unschedulable]
+    spread = condition(duo, "ControlPlaneSpread")
+    assert spread["status"] == ("True" if len(nodes) >= 2 else "False"), spread
+    assert spread["reason"] == ("OnePerHostNode" if len(nodes) >= 2 else "TooFewHostNodes"), spread
+    affinity = apps.read_namespaced_deployment("duo-apiserver", NS).spec.template.spec.affinity.pod_anti_affinity
+    assert bool(affinity.required_during_scheduling_ignored_during_execution) == (len(nodes) >= 2)
+    tenant, kubeconfig = tenant_client(duo, api)
+
+    def holder(lease):
+        try:
+            return k8s.CoordinationV1Api(tenant).read_namespaced_lease(lease, "kube-system").spec.holder_identity
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    holders = {lease: wait_for(lambda name=lease: holder(name), 60, f"a leader of {lease}")
+               for lease in ("kube-controller-manager", "kube-scheduler")}
+    pods = {p.metadata.name for p in k8s.CoreV1Api(api).list_namespaced_pod(NS, label_selector=duo_label).items}
+    assert all(holder.split("_")[0] in pods for holder in holders.values()), (holders, pods)
+    two = _disrupt(api, kubeconfig, "duo", {"v": "3"})
+
+    print(f"\nduo scaled to two API servers in {scaled:.0f}s; ControlPlaneSpread {spread['status']} "
+          f"({len(nodes)} control-plane host node(s))")
+    for count, (deleted, rolled) in (("one", one), ("two", two)):
+        print(f"  {count} API server(s): pod deleted: {deleted.summary()}; roll: {rolled.summary()}")
+    assert two[0].ok > 20 and two[1].ok > 20, "the polls did not run"
+    assert (two[0].failed, two[1].failed) == (0, 0), (two[0].summary(), two[1].summary())
+    delete_vc(api, NS, "duo")
+    assert all(names == [] for names in labelled_objects(api, NS, "duo").values())
 
 
 def test_operator_killed_mid_reconcile_recovers_without_duplicates(operator):

@@ -191,6 +191,8 @@ def labelled_objects(api, namespace: str, name: str) -> dict[str, list[str]]:
         "ConfigMap": lambda: k8s.CoreV1Api(api).list_namespaced_config_map(namespace, label_selector=selector),
         "NetworkPolicy": lambda: k8s.NetworkingV1Api(api).list_namespaced_network_policy(namespace,
                                                                                          label_selector=selector),
+        "PodDisruptionBudget": lambda: k8s.PolicyV1Api(api).list_namespaced_pod_disruption_budget(
+            namespace, label_selector=selector),
         "Pod": lambda: k8s.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=selector),
         "PersistentVolumeClaim": lambda: k8s.CoreV1Api(api).list_namespaced_persistent_volume_claim(
             namespace, label_selector=selector),

@@ -62,6 +62,8 @@ def can_i(api_client, verb, resource, namespace=None, group="", subresource=None
     ("create", "statefulsets", "tenants", "apps", True),
     ("create", "networkpolicies", "tenants", "networking.k8s.io", True),
     ("create", "networkpolicies", "kube-system", "networking.k8s.io", False),
+    ("create", "poddisruptionbudgets", "tenants", "policy", True),
+    ("create", "poddisruptionbudgets", "kube-system", "policy", False),
     ("get", "secrets", "tenants", "", True),
     ("watch", "virtualclusters", "tenants", "kosmos.io", True),
     ("create", "secrets", "kubenest-system", "", True),      # node stash

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from kubenest_operator import status as st
 from kubenest_operator.progress import Progress
 
@@ -127,3 +129,26 @@ def test_readiness_is_one_decision_for_a_runs_report_and_the_look_at_the_nodes()
         ("False", "WaitingForNodes", "waiting for nodes: 0 of 2 nodes available"))
     told = st.readiness(0, 2, None, satisfied=False, waiting="the pool has 1 node", **kwargs)
     assert told.message == "waiting for nodes: the pool has 1 node" and told.nodes[2] == "the pool has 1 node"
+
+
+@pytest.mark.parametrize(("reported", "expected"), [
+    ({"replicas": "1", "hostNodes": "1"}, ("True", "SingleReplica")),
+    ({"replicas": 2, "hostNodes": 3}, ("True", "OnePerHostNode")),
+    ({"replicas": "3", "hostNodes": "3"}, ("True", "OnePerHostNode")),
+    ({"replicas": 2, "hostNodes": 1}, ("False", "TooFewHostNodes")),
+    ({"replicas": 3, "hostNodes": 0}, ("False", "TooFewHostNodes")),
+])
+def test_control_plane_spread_says_whether_each_replica_has_a_host_node_of_its_own(reported, expected):
+    status, reason, message = st.spread_condition(reported)
+    assert (status, reason) == expected
+    assert message and (status == "True" or f"share {reported['hostNodes']} schedulable host node" in message)
+
+
+@pytest.mark.parametrize("reported", [None, "2", {"replicas": "two"}])
+def test_no_spread_condition_from_a_run_that_reported_none(reported):
+    """An older collection's run, or nonsense: the previous condition stays rather than a guess."""
+    assert st.spread_condition(reported) is None
+
+
+def test_the_spread_condition_is_carried_by_every_status_apply():
+    assert st.SPREAD in st.OWNED_CONDITIONS

@@ -1,0 +1,91 @@
+"""A client that reads from a tenant's API every 100 ms and counts what failed.
+
+Each request opens a connection of its own and is not retried: a request that meets a closing API server, a
+Service that still points at a gone pod, or no server at all counts as failed, where client libraries would
+retry it on a kept-alive connection and hide the gap.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import ssl
+import tempfile
+import threading
+import time
+import urllib.parse
+from pathlib import Path
+
+PATH = "/api/v1/namespaces/default"
+
+
+def tls_context(kubeconfig: dict) -> tuple[str, ssl.SSLContext]:
+    """(server URL, TLS context with the admin's client certificate) from a kubeconfig with inline data."""
+    cluster = kubeconfig["clusters"][0]["cluster"]
+    user = kubeconfig["users"][0]["user"]
+    context = ssl.create_default_context(cadata=base64.b64decode(cluster["certificate-authority-data"]).decode())
+    with tempfile.TemporaryDirectory() as tmp:
+        cert, key = Path(tmp, "client.crt"), Path(tmp, "client.key")
+        cert.write_bytes(base64.b64decode(user["client-certificate-data"]))
+        key.write_bytes(base64.b64decode(user["client-key-data"]))
+        key.chmod(0o600)
+        context.load_cert_chain(cert, key)
+    return cluster["server"], context
+
+
+class TenantPoller:
+    """Reads `PATH` every `interval` seconds until stopped; ok, failed (with the first few reasons) and the
+    longest stretch without an answer, in seconds."""
+
+    def __init__(self, kubeconfig: dict, interval: float = 0.1, timeout: float = 2.0):
+        server, self._context = tls_context(kubeconfig)
+        url = urllib.parse.urlsplit(server)
+        self._host, self._port = url.hostname, url.port or 443
+        self._interval, self._timeout = interval, timeout
+        self.ok = 0
+        self.failed = 0
+        self.reasons: list[str] = []
+        self.longest_gap = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _once(self) -> None:
+        connection = http.client.HTTPSConnection(self._host, self._port, context=self._context,
+                                                 timeout=self._timeout)
+        try:
+            connection.request("GET", PATH, headers={"Connection": "close", "Accept": "application/json"})
+            response = connection.getresponse()
+            body = response.read()
+            if response.status != 200 or json.loads(body).get("kind") != "Namespace":
+                raise RuntimeError(f"HTTP {response.status}: {body[:120]!r}")
+        finally:
+            connection.close()
+
+    def _run(self) -> None:
+        last_ok = time.monotonic()
+        while not self._stop.is_set():
+            try:
+                self._once()
+            except Exception as exc:  # every way a request fails counts: refused, reset, timeout, HTTP error
+                self.failed += 1
+                if len(self.reasons) < 5:
+                    self.reasons.append(f"{type(exc).__name__}: {exc}"[:200])
+            else:
+                self.ok += 1
+                now = time.monotonic()
+                self.longest_gap = max(self.longest_gap, now - last_ok)
+                last_ok = now
+            self._stop.wait(self._interval)
+
+    def __enter__(self) -> TenantPoller:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def summary(self) -> str:
+        return (f"{self.failed} of {self.ok + self.failed} requests failed, longest gap {self.longest_gap:.1f}s"
+                + (f" ({'; '.join(self.reasons)})" if self.reasons else ""))
