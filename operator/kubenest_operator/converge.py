@@ -202,7 +202,7 @@ async def _complete(ctx: Context, body: kopf.Body, run: Run, retry: int, logger:
     previous = plain((body.get("status") or {}).get("conditions") or [])
     nodes_ready = st.condition(st.NODES_READY, *decided.nodes, generation, previous)
     addons_ready = st.condition(st.ADDONS_READY, *addons, generation, previous)
-    spread = st.spread_condition(result.get("apiServers"))
+    spread = st.spread_condition(result.get("apiServers"), result.get("etcd"))
     others = [nodes_ready, addons_ready] + ([st.condition(st.SPREAD, *spread, generation, previous)] if spread else [])
     await set_ready(ctx, body, *decided.ready, generation, *others)
     if decided.phase != st.COMPLETED:

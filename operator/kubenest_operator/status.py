@@ -141,23 +141,31 @@ def addons_condition(addons: Any, wanted: int) -> tuple[str, str, str]:
     return ("True" if ready else "False"), reason, message
 
 
-def spread_condition(reported: Any) -> tuple[str, str, str] | None:
-    """ControlPlaneSpread (status, reason, message) from a run's `apiServers` result: whether each replica of
-    the control plane has a host node of its own. None when the run reported nothing (an older collection)."""
-    if not isinstance(reported, Mapping):
+def spread_condition(api_servers: Any, etcd: Any = None) -> tuple[str, str, str] | None:
+    """ControlPlaneSpread (status, reason, message) from a run's `apiServers` and `etcd` results: whether each
+    API server and each etcd member has a host node of its own. None when the run reported no API servers (an
+    older collection)."""
+    counted = []
+    for what, reported, key in (("API servers", api_servers, "replicas"), ("etcd members", etcd, "members")):
+        if not isinstance(reported, Mapping):
+            continue
+        try:
+            counted.append((what, int(reported.get(key, 1)), int(reported.get("hostNodes", 0))))
+        except (TypeError, ValueError):
+            continue
+    if not counted or counted[0][0] != "API servers":
         return None
-    try:
-        replicas, nodes = int(reported.get("replicas", 1)), int(reported.get("hostNodes", 0))
-    except (TypeError, ValueError):
-        return None
-    if replicas <= 1:
-        return "True", "SingleReplica", "1 API server: nothing to spread"
-    if replicas <= nodes:
-        return "True", "OnePerHostNode", (f"{replicas} API servers, each on a host node of its own "
-                                          f"({nodes} schedulable in the placement)")
-    return "False", "TooFewHostNodes", (
-        f"{replicas} API servers share {nodes} schedulable host node(s) of the control plane's placement: "
-        f"losing one node may stop several; add host nodes (or lower apiServerReplicas) for one each")
+    several = [(what, replicas, nodes) for what, replicas, nodes in counted if replicas > 1]
+    if not several:
+        return "True", "SingleReplica", "1 API server and 1 etcd member: nothing to spread"
+    short = [(what, replicas, nodes) for what, replicas, nodes in several if replicas > nodes]
+    if not short:
+        return "True", "OnePerHostNode", "; ".join(
+            f"{replicas} {what}, each on a host node of its own ({nodes} schedulable in the placement)"
+            for what, replicas, nodes in several)
+    shared = "; ".join(f"{replicas} {what} share {nodes} schedulable host node(s) of their placement"
+                       for what, replicas, nodes in short)
+    return "False", "TooFewHostNodes", f"{shared}: losing one node may stop several; add host nodes for one each"
 
 
 def addons_allow_ready(addons_status: str | None, wanted: int) -> bool:

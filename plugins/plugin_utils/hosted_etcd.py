@@ -9,11 +9,13 @@ from __future__ import annotations
 from ansible_collections.kosmos.kubenest.plugins.module_utils.etcd_backup_file import MAX_CHUNKS, restore_chunk_names
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.hosted_pods import (
     VirtualClusterRef,
+    check_count,
     container_resources,
     flags,
     http_probe,
     placement,
     secret_volume,
+    spread_affinity,
     workload,
 )
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.references import check_image, check_ip, check_name
@@ -51,9 +53,10 @@ def member_urls(vc, members, port):
 
 def etcd_statefulset(vc, image, advertise_ip, node_selector=None, tolerations=None, storage_class="",
                      storage_size="2Gi", quota_backend_bytes=2 * 1024 ** 3, resources=None, ephemeral=False,
-                     members=1, restore=None):
+                     members=1, restore=None, host_nodes=0):
     """Data on a PersistentVolumeClaim of `storage_class` (empty: the host's default class), so that a new pod
-    finds the member's data; `ephemeral` keeps it in an emptyDir instead, lost with the pod.
+    finds the member's data; `ephemeral` keeps it in an emptyDir instead, lost with the pod. `host_nodes`: the
+    schedulable host nodes of the placement; with at least one per member each member must have its own.
 
     `restore` ({'sha256', 'chunks'}): each member starts from that snapshot, which an init container joins from
     the Secrets restore_chunk_names() names; a member that already has data keeps it."""
@@ -127,10 +130,9 @@ def etcd_statefulset(vc, image, advertise_ip, node_selector=None, tolerations=No
     if members > 1:
         container["env"] = [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
         container["ports"].append({"name": "peer", "containerPort": 2380})
-        # Spread over nodes where there are several; on one node the members still form a quorum.
-        pod["affinity"] = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
-            "weight": 100, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
-                                               "labelSelector": {"matchLabels": vc.component_selector("etcd")}}}]}}
+        # A node of its own for each member where there are enough (one lost node costs one member, never the
+        # quorum); spread as far as they go where not: on one node the members still form a quorum.
+        pod["affinity"] = spread_affinity(vc, "etcd", members, check_count(host_nodes, "host_nodes"))
     pod["containers"] = [container]
     pod["volumes"] = [secret_volume("pki", "%s-etcd-pki" % vc.name, ["ca.crt", "server.crt", "server.key"])]
     if restore:

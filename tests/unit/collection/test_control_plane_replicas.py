@@ -121,3 +121,15 @@ def test_the_crd_admits_the_counts_the_collection_builds():
         assert tuple(field["enum"]) == REPLICA_COUNTS
         # No default: existing objects read back unchanged, so an operator upgrade sees no new spec.
         assert "default" not in field
+
+
+@pytest.mark.parametrize(("host_nodes", "required"), [(3, True), (4, True), (2, False), (0, False)])
+def test_etcd_members_each_get_a_host_node_where_there_are_enough(host_nodes, required):
+    pod = hosted_manifest("etcd", VC, dict(SETTINGS, members=3, host_nodes=host_nodes))["spec"]["template"]["spec"]
+    anti = pod["affinity"]["podAntiAffinity"]
+    assert ("requiredDuringSchedulingIgnoredDuringExecution" in anti) == required
+    assert ("preferredDuringSchedulingIgnoredDuringExecution" in anti) == (not required)
+
+
+def test_one_etcd_member_has_no_affinity():
+    assert "affinity" not in hosted_manifest("etcd", VC, dict(SETTINGS, host_nodes=3))["spec"]["template"]["spec"]

@@ -152,3 +152,24 @@ def test_no_spread_condition_from_a_run_that_reported_none(reported):
 
 def test_the_spread_condition_is_carried_by_every_status_apply():
     assert st.SPREAD in st.OWNED_CONDITIONS
+
+
+@pytest.mark.parametrize(("etcd", "expected"), [
+    ({"members": 3, "hostNodes": 3}, ("True", "OnePerHostNode", "3 etcd members, each on a host node of its own")),
+    ({"members": "3", "hostNodes": "1"}, ("False", "TooFewHostNodes", "3 etcd members share 1 schedulable")),
+    ({"members": 1, "hostNodes": 0}, ("True", "SingleReplica", "1 etcd member")),
+])
+def test_etcd_members_count_toward_the_spread(etcd, expected):
+    status, reason, message = st.spread_condition({"replicas": 1, "hostNodes": 1}, etcd)
+    assert (status, reason) == expected[:2]
+    assert expected[2] in message
+
+
+def test_api_servers_and_etcd_short_of_nodes_are_both_named():
+    status, reason, message = st.spread_condition({"replicas": 2, "hostNodes": 1}, {"members": 3, "hostNodes": 1})
+    assert (status, reason) == ("False", "TooFewHostNodes")
+    assert "2 API servers share 1" in message and "3 etcd members share 1" in message
+
+
+def test_etcd_alone_is_no_report_of_the_control_plane():
+    assert st.spread_condition(None, {"members": 3, "hostNodes": 3}) is None
