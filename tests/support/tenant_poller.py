@@ -35,8 +35,8 @@ def tls_context(kubeconfig: dict) -> tuple[str, ssl.SSLContext]:
 
 
 class TenantPoller:
-    """Reads `PATH` every `interval` seconds until stopped; ok, failed (with the first few reasons) and the
-    longest stretch without an answer, in seconds."""
+    """Reads `PATH` every `interval` seconds until stopped; ok, failed (with the first few reasons), the longest
+    stretch without an answer in seconds, and when (time.monotonic) it started, each answer came and it stopped."""
 
     def __init__(self, kubeconfig: dict, interval: float = 0.1, timeout: float = 2.0):
         server, self._context = tls_context(kubeconfig)
@@ -47,6 +47,8 @@ class TenantPoller:
         self.failed = 0
         self.reasons: list[str] = []
         self.longest_gap = 0.0
+        self.answered_at: list[float] = []
+        self.started = self.stopped = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -74,17 +76,20 @@ class TenantPoller:
             else:
                 self.ok += 1
                 now = time.monotonic()
+                self.answered_at.append(now)
                 self.longest_gap = max(self.longest_gap, now - last_ok)
                 last_ok = now
             self._stop.wait(self._interval)
 
     def __enter__(self) -> TenantPoller:
+        self.started = time.monotonic()
         self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join(30)
+        self.stopped = time.monotonic()
 
     def summary(self) -> str:
         return (f"{self.failed} of {self.ok + self.failed} requests failed, longest gap {self.longest_gap:.1f}s"
