@@ -12,8 +12,8 @@ description:
   - Builds the StatefulSet of a virtual cluster's etcd or the Deployment of its kube-apiserver,
     kube-controller-manager or kube-scheduler as a dictionary for kubernetes.core.k8s; C(apiserver-config)
     builds the ConfigMap C(<name>-apiserver-config) with the files the API server reads from it.
-  - C(<component>-budget) builds the component's PodDisruptionBudget: at most one pod evicted at a time,
-    pods that are not ready always evictable.
+  - C(<component>-budget) builds the component's PodDisruptionBudget, which lets at most one of its pods be
+    evicted at a time and pods that are not ready always.
   - Every value lands in a field of its own and is checked first (names, image references, addresses,
     CIDRs); no value is rendered into YAML text and parsed back, so none can add fields to the manifest.
 author:
@@ -41,8 +41,8 @@ options:
         and C(cluster_domain); C(controller-manager) also C(service_cidr), C(pod_cidr) and C(node_cidr_mask).
       - C(apiserver), C(controller-manager) and C(scheduler) take C(replicas) (1, 2 or 3; the API servers serve
         side by side, the controllers elect a leader) and C(host_nodes), the schedulable host nodes of the
-        placement: with at least as many nodes as replicas each replica needs a node of its own (required
-        anti-affinity), with fewer they spread as far as the nodes allow.
+        placement. With at least as many nodes as replicas each replica needs a node of its own (required
+        anti-affinity); with fewer they spread as far as the nodes allow.
       - All take C(node_selector) and C(tolerations); the others take C(resources) by component name, and
         C(pki_revision), a hexadecimal digest of their certificates put on the pod template, so that re-issued
         certificates roll the Deployment. C(await_apiserver) (default true) starts C(apiserver) through

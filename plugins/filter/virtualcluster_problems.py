@@ -10,15 +10,17 @@ short_description: What is wrong with a virtual cluster request, before anything
 version_added: 1.1.0
 description:
   - Checks the C(virtualcluster) variable of P(kosmos.kubenest.virtualcluster#playbook) as the CRD's admission
-    would (names, image repository, version, addresses, the control plane's extra flags), so requests that
-    bypass the API server (a plain playbook run, an AWX survey) are held to the same rules, and against an
-    optional registry allow-list.
+    would (names, image repository, version and its step from the running one, addresses, the control plane's
+    replicas and extra flags), so requests that bypass the API server (a plain playbook run, an AWX survey) are
+    held to the same rules, and against an optional registry allow-list.
   - Returns one sentence per problem; an empty list means the request may go ahead.
 author:
   - kosmos.kubenest maintainers (@kosmos-kubenest)
 options:
   _input:
-    description: The C(virtualcluster) variable (C(namespace), C(name), C(state), C(spec)).
+    description:
+      - The C(virtualcluster) variable (C(namespace), C(name), C(state), C(spec)), and C(kubernetes_version), the
+        version the control plane runs (its status), which C(spec.kubernetesVersion) may move one minor up from.
     type: raw
     required: true
   allowed_registries:
@@ -41,6 +43,7 @@ _value:
   elements: str
 """
 
+import re
 from collections.abc import Mapping
 
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.apiserver_config import (
@@ -82,6 +85,8 @@ def _checks(request, allowed_registries):
         yield lambda: check_registry_allowed("kubenest.local", allowed_registries)
     if "kubernetesVersion" in spec:
         yield lambda: check_kubernetes_version(spec["kubernetesVersion"])
+        if request.get("kubernetes_version"):
+            yield lambda: check_version_step(request["kubernetes_version"], spec["kubernetesVersion"])
     if spec.get("externalIP"):
         yield lambda: check_client_address("externalIP", spec["externalIP"])
     members = spec.get("etcdMembers", 1)
@@ -100,6 +105,21 @@ def _checks(request, allowed_registries):
         yield lambda: _check_control_plane(spec["controlPlane"])
     if request.get("etcd_restore"):
         yield lambda: _check_restore(request["etcd_restore"])
+
+
+def check_version_step(running, wanted):
+    """One minor up at a time from the version that runs, never an older minor (the version-skew policy that
+    etcd's data and the nodes' kubelets need); patch releases within a minor go either way. The CRD refuses the
+    same at admission; this says it to a run from a playbook, where nothing admits."""
+    def minor(version):
+        match = re.match(r"^v1\.([0-9]{1,3})\.[0-9]{1,3}$", str(version))
+        if not match:
+            _fail("kubernetes version %r is not v1.<minor>.<patch>" % (version,))
+        return int(match.group(1))
+
+    if minor(wanted) - minor(running) not in (0, 1):
+        _fail("kubernetesVersion %s after %s (running): a virtual cluster moves one minor version up at a time and "
+              "never to an older minor" % (wanted, running))
 
 
 def _check_control_plane(control_plane):

@@ -193,6 +193,42 @@ def test_status_is_a_subresource_and_printer_columns_exist(kosmos, api_client, a
     assert crd.spec.names.short_names == ["vc"]
 
 
+def _set_version(api, name, version):
+    api.patch_namespaced_custom_object(GROUP, VERSION, "vc-tests", "virtualclusters", name,
+                                       {"spec": {"kubernetesVersion": version}})
+
+
+def _refused(api, name, version) -> str:
+    with pytest.raises(ApiException) as refused:
+        _set_version(api, name, version)
+    assert refused.value.status == 422, refused.value.body
+    return refused.value.body
+
+
+def test_a_tenant_moves_one_minor_up_at_a_time_from_the_version_it_runs(kosmos):
+    """Upgrades follow the version-skew policy: one minor up from what runs (status), never an older minor, patch
+    releases within a minor either way; before a first run, from the version asked before."""
+    _create(kosmos, _vc("upgrades", {"kubernetesVersion": "v1.36.3"}))
+    # No run yet: the version asked before is the base.
+    assert "v1.38.0 after v1.36.3 (asked before)" in _refused(kosmos, "upgrades", "v1.38.0")
+    _set_version(kosmos, "upgrades", "v1.36.1")  # a patch release back within the minor
+    kosmos.patch_namespaced_custom_object_status(GROUP, VERSION, "vc-tests", "virtualclusters", "upgrades",
+                                                 {"status": {"kubernetesVersion": "v1.36.1"}})
+    body = _refused(kosmos, "upgrades", "v1.35.9")
+    assert "kubernetesVersion v1.35.9 after v1.36.1 (running)" in body and "never to an older minor" in body
+    assert "spec.kubernetesVersion" in body  # the field is named
+    assert "one minor version up at a time" in _refused(kosmos, "upgrades", "v1.38.0")
+    _set_version(kosmos, "upgrades", "v1.37.0")  # one minor up from what runs
+    # Asked for 1.37 while 1.36 still runs: going on to 1.38 skips 1.37 all the same; going back to 1.36 is fine.
+    assert "after v1.36.1 (running)" in _refused(kosmos, "upgrades", "v1.38.0")
+    _set_version(kosmos, "upgrades", "v1.36.3")
+    got = kosmos.get_namespaced_custom_object(GROUP, VERSION, "vc-tests", "virtualclusters", "upgrades")
+    assert got["spec"]["kubernetesVersion"] == "v1.36.3"
+    # The run's status update is no spec change: it goes through whatever the spec asks.
+    kosmos.patch_namespaced_custom_object_status(GROUP, VERSION, "vc-tests", "virtualclusters", "upgrades",
+                                                 {"status": {"kubernetesVersion": "v1.36.3", "phase": "Completed"}})
+
+
 def test_globalnode_is_cluster_scoped_with_states(kosmos):
     node = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "GlobalNode", "metadata": {"name": "kn-w1"},
             "spec": {"nodeIP": "198.18.0.12", "labels": {"kubernetes.io/hostname": "kn-w1"}}}

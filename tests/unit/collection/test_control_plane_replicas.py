@@ -35,8 +35,10 @@ def test_one_replica_is_the_manifest_it_always_was(component):
                    for arg in c["command"])
 
 
-@pytest.mark.parametrize(("replicas", "host_nodes", "required"), [(2, 2, True), (3, 5, True), (2, 1, False),
-                                                                   (3, 2, False), (2, 0, False)])
+SPREADS = [(2, 2, True), (3, 5, True), (2, 1, False), (3, 2, False), (2, 0, False)]
+
+
+@pytest.mark.parametrize(("replicas", "host_nodes", "required"), SPREADS)
 @pytest.mark.parametrize("component", DEPLOYMENTS)
 def test_replicas_spread_over_host_nodes_required_only_where_there_are_enough(component, replicas, host_nodes,
                                                                               required):

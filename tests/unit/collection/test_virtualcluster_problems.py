@@ -85,3 +85,21 @@ def test_restore_chunk_names_are_those_the_manifest_mounts():
     for bad in (-1, 257, "x", None):
         with pytest.raises(AnsibleFilterError):
             etcd_restore_chunks(bad, "vc1")
+
+
+@pytest.mark.parametrize(("running", "wanted", "problem"), [
+    ("v1.36.3", "v1.36.3", None), ("v1.36.3", "v1.36.1", None), ("v1.36.3", "v1.37.0", None),
+    ("v1.36.3", "v1.38.0", "kubernetesVersion v1.38.0 after v1.36.3 (running): a virtual cluster moves one minor"),
+    ("v1.36.3", "v1.35.9", "never to an older minor"),
+])
+def test_a_run_from_a_playbook_moves_one_minor_up_at_a_time_like_admission(running, wanted, problem):
+    request = {"name": "a", "namespace": "t", "kubernetes_version": running, "spec": {"kubernetesVersion": wanted}}
+    problems = virtualcluster_problems(request)
+    if problem is None:
+        assert problems == []
+    else:
+        assert len(problems) == 1 and problem in problems[0], problems
+
+
+def test_a_new_virtual_cluster_takes_any_version_it_names():
+    assert virtualcluster_problems({"name": "a", "namespace": "t", "spec": {"kubernetesVersion": "v1.30.0"}}) == []
