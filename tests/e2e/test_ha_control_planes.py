@@ -22,7 +22,6 @@ import urllib.parse
 import pytest
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
-from kubernetes.client.rest import ApiException
 
 from sandbox.machines import pki
 from sandbox.machines.config import REPO_ROOT, from_env
@@ -36,6 +35,7 @@ from tests.support.virtualclusters import (
     get_vc,
     own_operator,
     tenant_client,
+    tenant_write,
     wait_for,
     wait_ready,
 )
@@ -135,18 +135,8 @@ def test_a_tenant_with_three_api_servers_keeps_answering_while_a_host_machine_is
         time.sleep(5)
         Machine(sb, victim).stop(grace=0)  # the power cut: no shutdown, nothing told
         down_at = time.monotonic()
-
-        def written():
-            try:
-                return tenant_core.create_namespaced_config_map("steady", {
-                    "metadata": {"name": "while-one-is-down"}, "data": {"members": "2 of 3"}}, _request_timeout=5)
-            except ApiException as exc:
-                return exc.status == 409  # an earlier attempt got through
-            except Exception:  # urllib3's errors are no OSError
-                return None
-
-        wait_for(written, 60, "a write with one etcd member gone", interval=1)
-        wrote = time.monotonic() - down_at
+        wrote = tenant_write(tenant_core, "steady", "while-one-is-down", {"members": "2 of 3"}, 60,
+                             "a write with one etcd member gone")
         time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - down_at)))
         outage = (poller.ok, poller.failed, poller.longest_gap)
         Machine(sb, victim).start()

@@ -37,6 +37,7 @@ from tests.support.virtualclusters import (
     labelled_objects,
     own_operator,
     tenant_client,
+    tenant_write,
     wait_for,
     wait_ready,
 )
@@ -479,17 +480,8 @@ def test_three_etcd_members_keep_the_tenant_serving_while_one_is_gone(operator):
     tenant_core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name="team-b")))
     gone = core.read_namespaced_pod("trio-etcd-1", NS).metadata.uid
     core.delete_namespaced_pod("trio-etcd-1", NS, grace_period_seconds=0)
-
-    def written_while_one_is_gone():
-        try:
-            return tenant_core.create_namespaced_config_map("team-b", {
-                "metadata": {"name": "written-by-two"}, "data": {"quorum": "2 of 3"}}, _request_timeout=10)
-        except ApiException as exc:
-            return exc.status == 409  # an earlier attempt got through
-        except (HTTPError, OSError):
-            return None
-
-    wait_for(written_while_one_is_gone, 60, "the tenant API to write with two members")
+    tenant_write(tenant_core, "team-b", "written-by-two", {"quorum": "2 of 3"}, 60,
+                 "the tenant API to write with two members")
 
     def member_back():
         try:

@@ -160,6 +160,24 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 2.0):
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
+def tenant_write(tenant_core, namespace: str, name: str, data: dict, timeout: float, what: str) -> float:
+    """Creates a ConfigMap in the tenant, trying again until it is written (an earlier attempt that got through
+    counts); the seconds it took. For writes while part of a control plane is gone."""
+    started = time.monotonic()
+
+    def written():
+        try:
+            return tenant_core.create_namespaced_config_map(namespace, {"metadata": {"name": name}, "data": data},
+                                                            _request_timeout=5)
+        except ApiException as exc:
+            return exc.status == 409
+        except Exception:  # refused, reset or timed out: urllib3's errors are no OSError
+            return None
+
+    wait_for(written, timeout, what, interval=1)
+    return time.monotonic() - started
+
+
 def wait_ready(api, namespace: str, name: str, timeout: float = 600, interval: float = 2.0) -> dict:
     def ready():
         vc = get_vc(api, namespace, name)
