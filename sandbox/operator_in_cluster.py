@@ -116,11 +116,15 @@ def _apply(kubeconfig: Path, objects: list[dict]) -> None:
                 raise
 
 
-def deploy(sb: Sandbox) -> int:
+def deploy(sb: Sandbox, image_and_archive: tuple[str, Path] | None = None) -> int:
+    """Install (or upgrade to) the operator of this checkout's image, or of `image_and_archive`'s."""
     kubeconfig = sb.state_dir / "kubeconfig"
     group_vars = yaml.safe_load((sb.state_dir / "group_vars" / "all.yml").read_text())
     started = time.monotonic()
-    archive, image = image_archive(sb)
+    if image_and_archive is None:
+        archive, image = image_archive(sb)
+    else:
+        image, archive = image_and_archive
     place_image_and_catalog(sb, archive, Path(group_vars["kubenest_images_dir"]))
     namespace = yaml.safe_load((REPO_ROOT / "deploy/operator/namespace.yaml").read_text())
     _apply(kubeconfig, [namespace, *images_volume(sb)])

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import kubernetes
@@ -12,8 +13,9 @@ from .agent_audit import AgentAudit
 from .agent_client import AgentClientIdentity
 from .extravars import load_site_vars
 from .kube import Api, load_configuration
+from .revision import desired_state_revision
 from .runs import PlaybookRunner, RunDirs
-from .settings import Config, collection_revision, collections_path
+from .settings import Config, collections_path
 from .slots import ObjectLocks, RunSlots
 
 
@@ -27,7 +29,9 @@ class Context:
     locks: ObjectLocks  # one run at a time per VirtualCluster
     agent_identity: AgentClientIdentity  # the client pair runs use for the node agents
     agent_audit: AgentAudit  # where runs keep the agents' audit lines until they go to the operator's log
-    revision: str = ""  # digest of the playbooks, roles and plugins runs use (see drift.py)
+    revision: str = ""  # of the desired state the playbooks, roles and plugins give (revision.py)
+    # Runs an upgrade of the collection causes, one virtual cluster at a time (handlers.py).
+    upgrades: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(1))
 
     @classmethod
     def create(cls, config: Config) -> Context:
@@ -45,7 +49,7 @@ class Context:
         audit = AgentAudit(config.runs_dir.with_name(config.runs_dir.name + "-agent-audit"))
         return cls(config, configuration, Api(configuration), runner,
                    RunSlots(config.max_parallel, config.max_parallel_per_namespace), ObjectLocks(), identity, audit,
-                   collection_revision(config.playbook_dir))
+                   revision=desired_state_revision(config.playbook_dir.parent))
 
     def run_site_vars(self, logger: logging.Logger) -> dict[str, Any]:
         """The site variables of a run: the site's file, the agent client pair to use, the audit directory."""

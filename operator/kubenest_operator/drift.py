@@ -1,10 +1,10 @@
 """Whether a virtual cluster needs a playbook run when the operator (re)starts.
 
 kopf calls the resume handler for every object when the operator starts. A virtual cluster that was
-reconciled for its current spec by the current collection, whose control plane is as the last run left it
-(health.py: its objects there and unchanged, its workloads ready, its API answering), whose nodes are Ready and
-whose certificates are not due, needs no run: a restart then costs a few API reads per virtual cluster instead
-of a whole playbook each.
+reconciled for its current spec by a collection with the same desired state (revision.py), whose control plane
+is as the last run left it (health.py: its objects there and unchanged, its workloads ready, its API answering),
+whose nodes are Ready and whose certificates are not due, needs no run: a restart or an upgrade that changes no
+tenant then costs a few API reads per virtual cluster instead of a whole playbook each.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from .settings import ANNOTATION_PREFIX
 
 # On the VirtualCluster after each successful run: the collection revision that reconciled it.
 REVISION_ANNOTATION = f"{ANNOTATION_PREFIX}/reconciled-revision"
+# The reason given when only the collection changed: an upgrade's run, taken one virtual cluster at a time.
+COLLECTION_CHANGED = "the collection's desired state changed since the last run"
 
 
 async def reason_to_run(ctx: Context, body: kopf.Body) -> str | None:
@@ -30,7 +32,7 @@ async def reason_to_run(ctx: Context, body: kopf.Body) -> str | None:
     if status.get("observedGeneration") != body.metadata.get("generation"):
         return "the spec changed"
     if (body.metadata.get("annotations") or {}).get(REVISION_ANNOTATION) != ctx.revision:
-        return "the collection changed since the last run"
+        return COLLECTION_CHANGED
     assessment = await health.assess(ctx, body)
     return assessment.reason_to_run([n["name"] for n in status.get("nodes") or [] if n.get("name")])
 

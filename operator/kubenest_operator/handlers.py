@@ -9,6 +9,7 @@ object until the delete run succeeds, also across operator restarts.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
 
@@ -45,6 +46,7 @@ async def reconcile(body: kopf.Body, reason: str, retry: int, logger: logging.Lo
         message = "waiting for the restore to hand over the PKI and etcd snapshot"
         await set_ready(ctx, body, "False", "RestorePending", message, generation)
         raise kopf.TemporaryError(message, delay=ctx.config.restore_wait_interval)
+    why = None
     if reason == "resume":
         try:
             why = await drift.reason_to_run(ctx, body)
@@ -60,7 +62,10 @@ async def reconcile(body: kopf.Body, reason: str, retry: int, logger: logging.Lo
     else:
         phase = st.UPDATING if status.get("kubeconfigSecretRef") else st.PREPARING
     await _await_rights(ctx, body, logger)
-    async with exclusive_run(ctx, body.metadata.namespace, body.metadata.name, status.get("phase")):
+    # After an upgrade every Ready virtual cluster may need its run: one at a time, so a release whose change
+    # reaches every tenant takes one tenant's components down at most, never all tenants' at once.
+    upgrading = ctx.upgrades if why == drift.COLLECTION_CHANGED else contextlib.nullcontext()
+    async with upgrading, exclusive_run(ctx, body.metadata.namespace, body.metadata.name, status.get("phase")):
         await converge(ctx, body, phase, retry, logger)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import logging
 import os
@@ -41,19 +40,6 @@ def default_playbook_dir() -> Path:
         return collection / "playbooks"
     # Running from a checkout without the collection installed: operator/kubenest_operator -> repo root.
     return Path(__file__).resolve().parents[2] / "playbooks"
-
-
-def collection_revision(playbook_dir: Path) -> str:
-    """A digest of the playbooks and the roles and plugins next to them: a changed collection reruns."""
-    digest = hashlib.sha256()
-    roots = [playbook_dir] + [playbook_dir.parent / name for name in ("roles", "plugins")]
-    for root in roots:
-        if not root.is_dir():
-            continue
-        for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-            digest.update(str(path.relative_to(root.parent)).encode() + b"\0")
-            digest.update(hashlib.sha256(path.read_bytes()).digest())
-    return digest.hexdigest()[:32]
 
 
 def default_runs_dir() -> Path:

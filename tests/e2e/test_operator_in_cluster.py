@@ -136,3 +136,111 @@ def test_a_virtual_cluster_is_made_with_its_node_although_the_working_replica_is
     assert_back_in_host_clean(sb, api, "kn-w2")
     wait_for(lambda: not _operator_may(api, "create", "secrets", NS), 60,
              "the operator's rights in the namespace to go with its last VirtualCluster")
+
+
+def _tenant_pods(api, names) -> dict[str, tuple[str, int]]:
+    """The control-plane pods of the virtual clusters `names`: name -> (uid, restarts)."""
+    pods = {}
+    for name in names:
+        for pod in k8s.CoreV1Api(api).list_namespaced_pod(NS, label_selector=f"kosmos.io/virtualcluster={name}").items:
+            restarts = sum(c.restart_count for c in pod.status.container_statuses or [])
+            pods[pod.metadata.name] = (pod.metadata.uid, restarts)
+    return pods
+
+
+def _run_ids(api, names) -> dict[str, str]:
+    return {name: get_vc(api, NS, name)["status"]["progress"]["runID"] for name in names}
+
+
+def _upgrade(sb, api, image_and_archive) -> float:
+    """Install the operator of another image over the running one; wait until only pods of it run."""
+    from sandbox import operator_in_cluster
+
+    started = time.monotonic()
+    assert operator_in_cluster.deploy(sb, image_and_archive) == 0
+    image = image_and_archive[0]
+
+    def rolled():
+        pods = _pods(api)
+        return pods and all(p.spec.containers[0].image == image and p.status.phase == "Running"
+                            and p.metadata.deletion_timestamp is None for p in pods)
+    wait_for(rolled, 300, f"only operator pods of {image}", interval=1)
+    return time.monotonic() - started
+
+
+def _logged(api, phrase: str, names) -> bool:
+    """Whether the operator's pods have logged `phrase` for each of the virtual clusters `names`."""
+    text = "".join(k8s.CoreV1Api(api).read_namespaced_pod_log(p.metadata.name, NAMESPACE) for p in _pods(api))
+    lines = [line for line in text.splitlines() if phrase in line]
+    return all(any(f"{NS}/{name}]" in line for line in lines) for name in names)
+
+
+@rotation.turn("operator-upgrade", rotation.SLOW_SCENARIOS)
+def test_an_upgrade_that_changes_no_tenant_runs_none_and_one_that_does_rolls_one_component_a_tenant_at_a_time(
+        in_cluster, tmp_path):
+    """Two Ready virtual clusters, then two upgrades of the operator and collection, each to an image that differs
+    from this checkout's in its collection (tests/support/operator_images.py): first prose only (comments,
+    docstrings), which must start no run and restart no tenant pod; then a changed default for the scheduler
+    (its GOGC), which must run each virtual cluster once, never two at a time, and replace the schedulers' pods
+    alone."""
+    from sandbox.images import operator_image
+    from tests.support import operator_images
+
+    sb, api = in_cluster
+    names = ("up1", "up2")
+    for name in names:
+        create_vc(api, NS, name, {})
+    for name in names:
+        wait_ready(api, NS, name, timeout=900)
+    before, runs = _tenant_pods(api, names), _run_ids(api, names)
+    assert before and all(restarts == 0 for _uid, restarts in before.values()), before
+
+    archive = operator_image.ensure_archive(sb.cache_dir)
+    defaults, pods_source = "roles/control_plane/defaults/main/hosted.yml", "plugins/plugin_utils/hosted_pods.py"
+    defaults_text = operator_images.collection_file(archive, defaults).decode()
+    pods_text = operator_images.collection_file(archive, pods_source).decode()
+    gogc = "control_plane_hosted_gogc: {apiserver: 25, controller-manager: 25, scheduler: 25}"
+    assert gogc in defaults_text
+    prose = {defaults: defaults_text.replace("\n# ", "\n# (reworded) ", 1).encode(),
+             pods_source: pods_text.replace('"""', '"""(Reworded.) ', 1).encode()}
+    scheduler = {defaults: defaults_text.replace(gogc, gogc.replace("scheduler: 25", "scheduler: 50")).encode()}
+    prose_image = operator_images.derive(archive, tmp_path / "prose.oci.tar", "upgrade-prose", prose)
+    scheduler_image = operator_images.derive(archive, tmp_path / "scheduler.oci.tar", "upgrade-scheduler", scheduler)
+
+    took = _upgrade(sb, api, (prose_image, tmp_path / "prose.oci.tar"))
+    wait_for(lambda: _logged(api, "nothing drifted since the last run", names), 300,
+             "the upgraded operator to look at both virtual clusters", interval=2)
+    assert _run_ids(api, names) == runs, "an upgrade that changes no tenant started a run"
+    assert _tenant_pods(api, names) == before, "an upgrade that changes no tenant restarted its pods"
+    print(f"\nprose-only upgrade: operator replaced in {took:.0f}s; 0 runs, 0 of {len(before)} tenant pods replaced")
+
+    updating_together, samples = [], 0
+    started = time.monotonic()
+    took = _upgrade(sb, api, (scheduler_image, tmp_path / "scheduler.oci.tar"))
+
+    def both_ran():
+        nonlocal samples
+        vcs = {name: get_vc(api, NS, name) for name in names}
+        samples += 1
+        updating = [name for name, vc in vcs.items() if vc["status"].get("phase") == "Updating"]
+        if len(updating) > 1:
+            updating_together.append(updating)
+        return all(vc["status"]["progress"]["runID"] != runs[name] and condition(vc, "Ready")["status"] == "True"
+                   and vc["status"].get("phase") == "Completed" for name, vc in vcs.items())
+    wait_for(both_ran, 900, "a run of each virtual cluster by the upgraded operator", interval=0.3)
+    ran = time.monotonic() - started
+    assert _logged(api, "the collection's desired state changed since the last run", names)
+    assert not updating_together, f"upgrade runs overlapped: {updating_together[:3]}"
+    after = _tenant_pods(api, names)
+    replaced = sorted(name for name in before if name not in after)
+    assert replaced and all("-scheduler-" in name for name in replaced), replaced
+    assert all(after[name] == before[name] for name in before if "-scheduler-" not in name), (before, after)
+    assert all(restarts == 0 for _uid, restarts in after.values()), after
+    for name in names:
+        scheduler_pod = k8s.AppsV1Api(api).read_namespaced_deployment(f"{name}-scheduler", NS).spec.template.spec
+        assert ("GOGC", "50") in [(e.name, e.value) for e in scheduler_pod.containers[0].env or []]
+    print(f"scheduler-default upgrade: operator replaced in {took:.0f}s, both virtual clusters run one at a time "
+          f"({samples} looks, none with two updating) in {ran:.0f}s; replaced {len(replaced)} of {len(before)} "
+          f"tenant pods ({', '.join(replaced)}), 0 restarts")
+    for name in names:
+        delete_vc(api, NS, name, timeout=600)
