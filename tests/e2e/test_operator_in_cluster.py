@@ -244,3 +244,58 @@ def test_an_upgrade_that_changes_no_tenant_runs_none_and_one_that_does_rolls_one
           f"tenant pods ({', '.join(replaced)}), 0 restarts")
     for name in names:
         delete_vc(api, NS, name, timeout=600)
+
+
+@pytest.mark.long
+def test_an_upgrade_from_the_last_release_replaces_no_tenant_pod_and_runs_one_tenant_at_a_time(in_cluster,
+                                                                                                 tmp_path):
+    """The operator image of the last release (the commit that wrote changelogs/changelog.yaml), built from that
+    commit's tree, makes two virtual clusters; then this checkout's operator replaces it. The release recorded
+    another kind of revision, so each virtual cluster gets one run, never two at a time; no tenant pod may be
+    replaced or restart, and what the release added (the disruption budgets) is there afterwards."""
+    from sandbox import operator_in_cluster
+    from tests.support import operator_images
+
+    sb, api = in_cluster
+    commit = operator_images.last_release()
+    if commit is None:
+        pytest.skip("this clone's history does not reach the last release (shallow clone)")
+    started = time.monotonic()
+    release = operator_images.release_image(commit, sb.cache_dir, tmp_path)
+    built = time.monotonic() - started
+    names = ("rel1", "rel2")
+    try:
+        _upgrade(sb, api, release)
+        for name in names:
+            create_vc(api, NS, name, {})
+        for name in names:
+            wait_ready(api, NS, name, timeout=900)
+        before, runs = _tenant_pods(api, names), _run_ids(api, names)
+
+        updating_together, samples = [], 0
+        started = time.monotonic()
+        assert operator_in_cluster.deploy(sb) == 0
+
+        def both_ran():
+            nonlocal samples
+            vcs = {name: get_vc(api, NS, name) for name in names}
+            samples += 1
+            updating = [name for name, vc in vcs.items() if vc["status"].get("phase") == "Updating"]
+            if len(updating) > 1:
+                updating_together.append(updating)
+            return all(vc["status"]["progress"]["runID"] != runs[name] and condition(vc, "Ready")["status"] == "True"
+                       and vc["status"].get("phase") == "Completed" for name, vc in vcs.items())
+        wait_for(both_ran, 900, "a run of each virtual cluster by this checkout's operator", interval=0.3)
+        ran = time.monotonic() - started
+        after = _tenant_pods(api, names)
+        assert not updating_together, f"upgrade runs overlapped: {updating_together[:3]}"
+        assert after == before, f"the upgrade replaced or restarted tenant pods: {before} -> {after}"
+        budgets = k8s.PolicyV1Api(api).list_namespaced_pod_disruption_budget(NS).items
+        assert {b.metadata.name for b in budgets} >= {f"{n}-{c}" for n in names
+                                                    for c in ("etcd", "apiserver", "controller-manager", "scheduler")}
+        print(f"\nrelease {commit[:12]}: its image built in {built:.0f}s; upgraded to this checkout, both virtual "
+              f"clusters run one at a time ({samples} looks, none with two updating) in {ran:.0f}s; "
+              f"0 of {len(before)} tenant pods replaced or restarted")
+    finally:
+        for name in names:
+            delete_vc(api, NS, name, timeout=600)

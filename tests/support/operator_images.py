@@ -9,7 +9,11 @@ collection, made in seconds instead of the minutes a build from a changed tree t
 from __future__ import annotations
 
 import gzip
+import io
 import json
+import os
+import subprocess
+import sys
 import tarfile
 import tempfile
 from collections.abc import Mapping
@@ -18,6 +22,7 @@ from pathlib import Path
 from sandbox.images import build_images as oci
 from sandbox.images import operator_image
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
 COLLECTION_IN_IMAGE = f"{operator_image.COLLECTIONS}/ansible_collections/kosmos/kubenest".lstrip("/")
 
 
@@ -54,17 +59,55 @@ def derive(archive: Path, dest: Path, tag: str, files: Mapping[str, bytes]) -> s
                 while chunk := src.read(1 << 20):
                     out.write(chunk)
             layers.append((oci.Blob(descriptor["digest"], descriptor["size"]), path))
-        top = scratch / "layer-top"
-        with top.open("wb") as raw:
-            compressed = oci.DigestWriter(raw)
-            with gzip.GzipFile(filename="", fileobj=compressed, mode="wb", mtime=0) as gz:
-                plain = oci.DigestWriter(gz)
-                with tarfile.open(fileobj=plain, mode="w", format=tarfile.PAX_FORMAT) as tar:
-                    for relative, content in sorted(files.items()):
-                        oci.add_bytes(tar, f"{COLLECTION_IN_IMAGE}/{relative}", content)
-        layers.append((oci.Blob(compressed.digest, compressed.size), top))
-        config["rootfs"]["diff_ids"].append(plain.digest)
+        if files:
+            top = scratch / "layer-top"
+            with top.open("wb") as raw:
+                compressed = oci.DigestWriter(raw)
+                with gzip.GzipFile(filename="", fileobj=compressed, mode="wb", mtime=0) as gz:
+                    plain = oci.DigestWriter(gz)
+                    with tarfile.open(fileobj=plain, mode="w", format=tarfile.PAX_FORMAT) as tar:
+                        for relative, content in sorted(files.items()):
+                            oci.add_bytes(tar, f"{COLLECTION_IN_IMAGE}/{relative}", content)
+            layers.append((oci.Blob(compressed.digest, compressed.size), top))
+            config["rootfs"]["diff_ids"].append(plain.digest)
+            config["history"].append({"created": oci.EPOCH, "created_by": f"COPY {len(files)} collection file(s)"})
         config["config"]["Labels"]["org.opencontainers.image.version"] = tag
-        config["history"].append({"created": oci.EPOCH, "created_by": f"COPY {len(files)} collection file(s)"})
         oci.write_layout(dest, ref, oci.canonical_json(config), layers)
     return ref
+
+
+def last_release() -> str | None:
+    """The commit that released the collection last (it wrote changelogs/changelog.yaml); None when this clone's
+    history does not reach it (a shallow clone)."""
+    proc = subprocess.run(["git", "log", "-1", "--format=%H", "--", "changelogs/changelog.yaml"], cwd=REPO_ROOT,
+                          capture_output=True, text=True, check=False)
+    commit = proc.stdout.strip()
+    return commit if proc.returncode == 0 and commit and not _shallow_boundary(commit) else None
+
+
+def _shallow_boundary(commit: str) -> bool:
+    shallow = REPO_ROOT / ".git" / "shallow"
+    return shallow.is_file() and commit in shallow.read_text().split()
+
+
+def release_image(commit: str, cache: Path, work: Path) -> tuple[str, Path]:
+    """The operator image of `commit`, built from that commit's own tree by its own image script (its base rootfs
+    taken from `cache`, so only the Python parts are built again), named kubenest.local/kubenest-operator:release-
+    <commit's first 12 digits>; returns that name and the archive."""
+    tree = work / "tree"
+    tree.mkdir(parents=True)
+    archive = subprocess.run(["git", "archive", "--format=tar", commit], cwd=REPO_ROOT, capture_output=True,
+                             check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(tree, filter="data")
+    own_cache = work / "cache"
+    own_cache.mkdir()
+    (own_cache / "rootfs").symlink_to(cache / "rootfs", target_is_directory=True)
+    proc = subprocess.run([sys.executable, str(tree / "sandbox/images/operator_image.py")], cwd=tree,
+                          env={**os.environ, "KUBENEST_CACHE": str(own_cache)}, capture_output=True, text=True,
+                          timeout=1800, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the operator image of {commit} did not build:\n{proc.stderr[-3000:]}")
+    built = Path(proc.stdout.strip().splitlines()[-1])
+    dest = work / "release.oci.tar"
+    return derive(built, dest, f"release-{commit[:12]}", {}), dest
