@@ -4,6 +4,7 @@ although the working replica is deleted in the middle of its run, and its deleti
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -175,6 +176,46 @@ def _logged(api, phrase: str, names) -> bool:
     return all(any(f"{NS}/{name}]" in line for line in lines) for name in names)
 
 
+class RunWatch:
+    """Looks at the virtual clusters `names` every 0.3 s from its start until stopped, in a thread of its own, so
+    nothing an upgrade starts goes unseen: the runs each one had (new run IDs) and any look at which two were
+    updating at once."""
+
+    def __init__(self, api, names, runs: dict[str, str]):
+        self.api, self.names, self.runs = api, names, runs
+        self.new: dict[str, set[str]] = {name: set() for name in names}
+        self.together: list[list[str]] = []
+        self.looks = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            try:
+                vcs = {name: get_vc(self.api, NS, name) for name in self.names}
+            except Exception:  # the host's API a moment away: look again
+                self._stop.wait(0.3)
+                continue
+            self.looks += 1
+            updating = [name for name, vc in vcs.items() if vc["status"].get("phase") == "Updating"]
+            if len(updating) > 1:
+                self.together.append(updating)
+            for name, vc in vcs.items():
+                run = (vc["status"].get("progress") or {}).get("runID")
+                if run and run != self.runs[name]:
+                    self.new[name].add(run)
+            self._stop.wait(0.3)
+
+    def all_ran(self) -> bool:
+        return all(self.new[name] and condition(vc := get_vc(self.api, NS, name), "Ready")["status"] == "True"
+                   and vc["status"].get("phase") == "Completed" for name in self.names)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
 @rotation.turn("operator-upgrade", rotation.SLOW_SCENARIOS)
 def test_an_upgrade_that_changes_no_tenant_runs_none_and_one_that_does_rolls_one_component_a_tenant_at_a_time(
         in_cluster, tmp_path):
@@ -214,23 +255,16 @@ def test_an_upgrade_that_changes_no_tenant_runs_none_and_one_that_does_rolls_one
     assert _tenant_pods(api, names) == before, "an upgrade that changes no tenant restarted its pods"
     print(f"\nprose-only upgrade: operator replaced in {took:.0f}s; 0 runs, 0 of {len(before)} tenant pods replaced")
 
-    updating_together, samples = [], 0
-    started = time.monotonic()
-    took = _upgrade(sb, api, (scheduler_image, tmp_path / "scheduler.oci.tar"))
-
-    def both_ran():
-        nonlocal samples
-        vcs = {name: get_vc(api, NS, name) for name in names}
-        samples += 1
-        updating = [name for name, vc in vcs.items() if vc["status"].get("phase") == "Updating"]
-        if len(updating) > 1:
-            updating_together.append(updating)
-        return all(vc["status"]["progress"]["runID"] != runs[name] and condition(vc, "Ready")["status"] == "True"
-                   and vc["status"].get("phase") == "Completed" for name, vc in vcs.items())
-    wait_for(both_ran, 900, "a run of each virtual cluster by the upgraded operator", interval=0.3)
+    started, watch = time.monotonic(), RunWatch(api, names, runs)
+    try:
+        took = _upgrade(sb, api, (scheduler_image, tmp_path / "scheduler.oci.tar"))
+        wait_for(watch.all_ran, 900, "a run of each virtual cluster by the upgraded operator", interval=1)
+    finally:
+        watch.stop()
     ran = time.monotonic() - started
     assert _logged(api, "the collection's desired state changed since the last run", names)
-    assert not updating_together, f"upgrade runs overlapped: {updating_together[:3]}"
+    assert not watch.together, f"upgrade runs overlapped: {watch.together[:3]}"
+    assert all(len(ids) == 1 for ids in watch.new.values()), f"not one run each: {watch.new}"
     after = _tenant_pods(api, names)
     replaced = sorted(name for name in before if name not in after)
     assert replaced and all("-scheduler-" in name for name in replaced), replaced
@@ -240,7 +274,7 @@ def test_an_upgrade_that_changes_no_tenant_runs_none_and_one_that_does_rolls_one
         scheduler_pod = k8s.AppsV1Api(api).read_namespaced_deployment(f"{name}-scheduler", NS).spec.template.spec
         assert ("GOGC", "50") in [(e.name, e.value) for e in scheduler_pod.containers[0].env or []]
     print(f"scheduler-default upgrade: operator replaced in {took:.0f}s, both virtual clusters run one at a time "
-          f"({samples} looks, none with two updating) in {ran:.0f}s; replaced {len(replaced)} of {len(before)} "
+          f"({watch.looks} looks, none with two updating) in {ran:.0f}s; replaced {len(replaced)} of {len(before)} "
           f"tenant pods ({', '.join(replaced)}), 0 restarts")
     for name in names:
         delete_vc(api, NS, name, timeout=600)
@@ -272,29 +306,22 @@ def test_an_upgrade_from_the_last_release_replaces_no_tenant_pod_and_runs_one_te
             wait_ready(api, NS, name, timeout=900)
         before, runs = _tenant_pods(api, names), _run_ids(api, names)
 
-        updating_together, samples = [], 0
-        started = time.monotonic()
-        assert operator_in_cluster.deploy(sb) == 0
-
-        def both_ran():
-            nonlocal samples
-            vcs = {name: get_vc(api, NS, name) for name in names}
-            samples += 1
-            updating = [name for name, vc in vcs.items() if vc["status"].get("phase") == "Updating"]
-            if len(updating) > 1:
-                updating_together.append(updating)
-            return all(vc["status"]["progress"]["runID"] != runs[name] and condition(vc, "Ready")["status"] == "True"
-                       and vc["status"].get("phase") == "Completed" for name, vc in vcs.items())
-        wait_for(both_ran, 900, "a run of each virtual cluster by this checkout's operator", interval=0.3)
+        started, watch = time.monotonic(), RunWatch(api, names, runs)
+        try:
+            assert operator_in_cluster.deploy(sb) == 0
+            wait_for(watch.all_ran, 900, "a run of each virtual cluster by this checkout's operator", interval=1)
+        finally:
+            watch.stop()
         ran = time.monotonic() - started
         after = _tenant_pods(api, names)
-        assert not updating_together, f"upgrade runs overlapped: {updating_together[:3]}"
+        assert not watch.together, f"upgrade runs overlapped: {watch.together[:3]}"
+        assert all(len(ids) == 1 for ids in watch.new.values()), f"not one run each: {watch.new}"
         assert after == before, f"the upgrade replaced or restarted tenant pods: {before} -> {after}"
         budgets = k8s.PolicyV1Api(api).list_namespaced_pod_disruption_budget(NS).items
         assert {b.metadata.name for b in budgets} >= {f"{n}-{c}" for n in names
                                                     for c in ("etcd", "apiserver", "controller-manager", "scheduler")}
         print(f"\nrelease {commit[:12]}: its image built in {built:.0f}s; upgraded to this checkout, both virtual "
-              f"clusters run one at a time ({samples} looks, none with two updating) in {ran:.0f}s; "
+              f"clusters run one at a time ({watch.looks} looks, none with two updating) in {ran:.0f}s; "
               f"0 of {len(before)} tenant pods replaced or restarted")
     finally:
         for name in names:
