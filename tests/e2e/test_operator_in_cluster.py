@@ -281,8 +281,8 @@ def test_an_upgrade_that_changes_no_tenant_runs_none_and_one_that_does_rolls_one
 
 
 @pytest.mark.long
-def test_an_upgrade_from_the_last_release_replaces_no_tenant_pod_and_runs_one_tenant_at_a_time(in_cluster,
-                                                                                                 tmp_path):
+def test_an_upgrade_from_the_last_release_replaces_no_tenant_pod_and_runs_one_tenant_at_a_time(
+        in_cluster, tmp_path):
     """The operator image of the last release (the commit that wrote changelogs/changelog.yaml), built from that
     commit's tree, makes two virtual clusters; then this checkout's operator replaces it. The release recorded
     another kind of revision, so each virtual cluster gets one run, never two at a time; no tenant pod may be
@@ -318,8 +318,8 @@ def test_an_upgrade_from_the_last_release_replaces_no_tenant_pod_and_runs_one_te
         assert all(len(ids) == 1 for ids in watch.new.values()), f"not one run each: {watch.new}"
         assert after == before, f"the upgrade replaced or restarted tenant pods: {before} -> {after}"
         budgets = k8s.PolicyV1Api(api).list_namespaced_pod_disruption_budget(NS).items
-        assert {b.metadata.name for b in budgets} >= {f"{n}-{c}" for n in names
-                                                    for c in ("etcd", "apiserver", "controller-manager", "scheduler")}
+        components = ("etcd", "apiserver", "controller-manager", "scheduler")
+        assert {b.metadata.name for b in budgets} >= {f"{n}-{c}" for n in names for c in components}
         print(f"\nrelease {commit[:12]}: its image built in {built:.0f}s; upgraded to this checkout, both virtual "
               f"clusters run one at a time ({watch.looks} looks, none with two updating) in {ran:.0f}s; "
               f"0 of {len(before)} tenant pods replaced or restarted")

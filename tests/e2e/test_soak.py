@@ -212,6 +212,7 @@ def test_a_soak_with_faults_ends_with_every_node_and_every_write_where_it_belong
             if set(keys) - have:
                 lost[name] = sorted(set(keys) - have)
         assert not lost, f"tenant writes lost: {lost}"
+
         def leftovers():
             return {name: {kind: names for kind, names in labelled_objects(api, NS, name).items() if names}
                     for name in soak.deleted}

@@ -63,17 +63,21 @@ MEANING_EDITS = [
 ]
 
 
-@pytest.mark.parametrize(("path", "old", "new"), PROSE_EDITS, ids=[f"{p}:{o[:20]}" for p, o, _ in PROSE_EDITS])
+def _ids(edits):
+    return [f"{path}:{old[:20]}" for path, old, _new in edits]
+
+
+@pytest.mark.parametrize(("path", "old", "new"), PROSE_EDITS, ids=_ids(PROSE_EDITS))
 def test_prose_comments_and_layout_leave_the_revision(collection, path, old, new):
-    root, _ = collection
+    root = collection[0]
     before = file_meaning(root / path)
     with edited(root / path, old, new):
         assert file_meaning(root / path) == before
 
 
-@pytest.mark.parametrize(("path", "old", "new"), MEANING_EDITS, ids=[f"{p}:{o[:20]}" for p, o, _ in MEANING_EDITS])
+@pytest.mark.parametrize(("path", "old", "new"), MEANING_EDITS, ids=_ids(MEANING_EDITS))
 def test_a_changed_default_task_or_line_of_code_changes_it(collection, path, old, new):
-    root, _ = collection
+    root = collection[0]
     before = file_meaning(root / path)
     with edited(root / path, old, new):
         assert file_meaning(root / path) != before
