@@ -40,7 +40,7 @@ def test_every_playbook_asked_for_is_a_job_template():
     assert {t["playbook"] for t in TEMPLATES} == {
         "playbooks/virtualcluster_apply.yml", "playbooks/virtualcluster_nodes.yml",
         "playbooks/virtualcluster_delete.yml", "playbooks/etcd_backup.yml", "playbooks/etcd_restore.yml",
-        "playbooks/agent_check.yml"}
+        "playbooks/agent_check.yml", "playbooks/operator_install.yml"}
 
 
 @pytest.mark.parametrize("name", sorted(TYPES))

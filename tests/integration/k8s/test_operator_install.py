@@ -1,0 +1,83 @@
+"""playbooks/operator_install.yml against an API server of its own (its cluster-wide objects would meet those of
+other tests on the shared one), the way the AWX template *install or upgrade the operator* runs it: the host's
+kubeconfig and the agents' client pair only in the environment the credential types inject, the registries as a
+survey's text. No kubelet runs here, so the play is told not to wait for the pods; the sandbox's in-cluster tests
+wait for them."""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import kubernetes
+import pytest
+
+from tests.support.apiserver import ApiServer
+
+REPO = Path(__file__).resolve().parents[3]
+PLAYBOOK = REPO / "playbooks" / "operator_install.yml"
+NS = "kubenest-system"
+IMAGE = "registry.example.com:5000/kubenest-operator"
+
+
+@pytest.fixture(scope="module")
+def own_apiserver(k8s_bin_dir):
+    with ApiServer() as api:
+        yield api
+
+
+@pytest.fixture
+def agent_pair(tmp_path) -> dict[str, Path]:
+    files = {}
+    for name in ("ca.crt", "client.crt", "client.key"):
+        files[name] = tmp_path / name
+        files[name].write_text(f"-----BEGIN TEST-----\n{name} of the operator's agent client\n-----END TEST-----\n")
+    return files
+
+
+def _play(api: ApiServer, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("KUBENEST_AGENT_", "K8S_AUTH_"))}
+    return subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), str(PLAYBOOK), *extra],
+                          env={**base, "K8S_AUTH_KUBECONFIG": str(api.kubeconfig), **env}, capture_output=True,
+                          text=True, timeout=300, check=False)
+
+
+def _awx_env(pair: dict[str, Path]) -> dict[str, str]:
+    return {"KUBENEST_AGENT_CA_FILE": str(pair["ca.crt"]), "KUBENEST_AGENT_CERT_FILE": str(pair["client.crt"]),
+            "KUBENEST_AGENT_KEY_FILE": str(pair["client.key"])}
+
+
+def test_without_the_agents_client_pair_it_stops_before_writing_anything(own_apiserver):
+    proc = _play(own_apiserver, {}, "-e", "kubenest_operator_wait=false")
+    assert proc.returncode != 0
+    assert "kubenest_operator_agent_ca_file, _cert_file and _key_file" in proc.stdout, proc.stdout[-3000:]
+    assert "KUBENEST_AGENT_CA_FILE" in proc.stdout
+    client = kubernetes.config.new_client_from_config(str(own_apiserver.kubeconfig))
+    names = {ns.metadata.name for ns in kubernetes.client.CoreV1Api(client).list_namespace().items}
+    assert NS not in names
+
+
+def test_installs_and_upgrades_from_the_environment_awx_injects(own_apiserver, agent_pair):
+    env = _awx_env(agent_pair)
+    answers = ["-e", "kubenest_operator_wait=false",
+               "-e", '{"kubenest_operator_allowed_registries": "registry.example.com:5000\\nkubenest.local"}']
+    first = _play(own_apiserver, env, "-e", f"kubenest_operator_image={IMAGE}:1.0.0", *answers)
+    assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-2000:]
+    client = kubernetes.config.new_client_from_config(str(own_apiserver.kubeconfig))
+    core, apps = kubernetes.client.CoreV1Api(client), kubernetes.client.AppsV1Api(client)
+    secret = core.read_namespaced_secret("kubenest-operator-agent", NS)
+    assert {k: base64.b64decode(v).decode() for k, v in secret.data.items()} == {
+        name: path.read_text().rstrip("\n") for name, path in agent_pair.items()}  # the file lookup's rstrip
+    site = core.read_namespaced_config_map("kubenest-operator-site", NS).data["site-vars.yml"]
+    assert "registry.example.com:5000" in site and "kubenest.local" in site
+    assert f"{IMAGE}:1.0.0" in {
+        c.image for c in apps.read_namespaced_deployment("kubenest-operator", NS).spec.template.spec.containers}
+
+    upgrade = _play(own_apiserver, env, "-e", f"kubenest_operator_image={IMAGE}:1.1.0", *answers)
+    assert upgrade.returncode == 0, upgrade.stdout[-4000:] + upgrade.stderr[-2000:]
+    images = {c.image for c in apps.read_namespaced_deployment("kubenest-operator", NS).spec.template.spec.containers}
+    assert images == {f"{IMAGE}:1.1.0"}
+    assert "client.key of the operator's agent client" not in upgrade.stdout  # no_log keeps the key out of the log
