@@ -10,7 +10,8 @@ takes what the files mean instead:
 - YAML: the data (comments and layout are not part of it), with the prose keys of role argument specs left out;
 - Markdown and reStructuredText: nothing; every other file: its bytes.
 
-A change to how anything is built or run still changes it, conservatively: such a release runs each Ready
+A syntax tree is dumped as the operator's Python writes it, so an image with another Python minor may count as a
+change once. A change to how anything is built or run still changes it, conservatively: such a release runs each Ready
 virtual cluster once, one at a time (handlers.py), and the kept manifests (tests/unit/collection/
 test_tenant_manifests_stable.py) make those runs roll no pod unless its manifest changed.
 """
