@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
+import time
+
 import kubernetes
 
-from tests.integration.operator.operatorproc import stays, wait_for_vc
+from tests.integration.operator.operatorproc import PLAYBOOKS, stays, wait_for_vc
 from tests.integration.operator.test_virtualclusters import COMPLETED, completed
 from tests.support.procs import wait_until
 
@@ -120,3 +123,45 @@ def test_a_broken_control_plane_is_reported_and_repaired_while_running(kube, ope
     wait_for_vc(kube, ns, "nu", lambda vc: _ready(vc).get("status") == "True", COMPLETED, "nu Ready again",
                 operator)
     assert stays(lambda: kube.runs(ns, "nu")["present"] == 4, 6)
+
+
+def test_an_upgrade_runs_only_when_the_playbooks_mean_something_else_and_one_at_a_time(kube, operators, tmp_path):
+    """The operator's playbooks replaced, as an upgrade of the operator and collection replaces them: reworded
+    (a comment, a task's layout) they start no run; changed in what they do, each Ready virtual cluster runs
+    once, never two at a time."""
+    playbooks = tmp_path / "collection" / "playbooks"
+    shutil.copytree(PLAYBOOKS, playbooks)
+    ns = kube.new_namespace(sleep=0, real_api=True)
+    first = operators.start("first", "--namespace", ns, "--playbook-dir", str(playbooks))
+    names = ("xi", "omicron")
+    for name in names:
+        kube.create_vc(ns, name, {})
+    for name in names:
+        wait_for_vc(kube, ns, name, completed(), COMPLETED, f"{name} Completed", first)
+    assert first.stop() == 0
+
+    main = playbooks / "virtualcluster.yml"
+    text = main.read_text()
+    main.write_text(text.replace("\n  tasks:\n", "\n  # reworded in a new release\n  tasks:\n", 1)
+                    .replace("        kind: ConfigMap\n", "        kind: 'ConfigMap'\n", 1))
+    second = operators.start("second", "--namespace", ns, "--playbook-dir", str(playbooks), runs_dir=first.runs_dir)
+    wait_until(lambda: second.log().count("nothing drifted since the last run") == 2, 60, "both looked at",
+               second.process)
+    assert stays(lambda: all(kube.runs(ns, name)["present"] == 1 for name in names), 5)
+    assert second.stop() == 0
+
+    # Several seconds a run, so two at once could not go unseen by a look every 0.2 s.
+    kube.set_control(ns, sleep=1, real_api=True)
+    main.write_text(main.read_text().replace("  vars:\n", "  vars:\n    test_release: 2\n", 1))
+    third = operators.start("third", "--namespace", ns, "--playbook-dir", str(playbooks), runs_dir=first.runs_dir)
+    together, deadline = [], time.monotonic() + 2 * COMPLETED
+    while time.monotonic() < deadline:
+        vcs = {name: kube.vc(ns, name) for name in names}
+        if [vc["status"].get("phase") for vc in vcs.values()].count("Updating") > 1:
+            together.append(time.monotonic())
+        if all(kube.runs(ns, name)["present"] == 2 for name in names) and all(map(completed(), vcs.values())):
+            break
+        time.sleep(0.2)
+    assert all(kube.runs(ns, name)["present"] == 2 for name in names), {n: kube.runs(ns, n) for n in names}
+    assert third.log().count("running again: the collection's desired state changed since the last run") == 2
+    assert not together, "two upgrade runs at once"
