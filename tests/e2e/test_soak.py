@@ -24,16 +24,8 @@ from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
 from sandbox.machines.machine import Machine
+from tests.support import virtualclusters as vcs
 from tests.support.nodes import globalnode, host_node_ready, tenant_api
-from tests.support.virtualclusters import (
-    condition,
-    create_vc,
-    delete_vc,
-    get_vc,
-    labelled_objects,
-    own_operator,
-    wait_for,
-)
 
 pytestmark = [pytest.mark.long, pytest.mark.timeout(5400)]
 
@@ -68,7 +60,7 @@ class Soak:
     def create(self) -> None:
         self.made += 1
         name, nodes = f"soak{self.made}", self.rng.choice((0, 1))
-        create_vc(self.api, NS, name, {"promotePolicies": _policy(nodes)})
+        vcs.create_vc(self.api, NS, name, {"promotePolicies": _policy(nodes)})
         self.wanted[name] = nodes
         self.count("create")
 
@@ -90,7 +82,8 @@ class Soak:
         self.count("delete")
 
     def write(self) -> None:
-        ready = [n for n in sorted(self.wanted) if condition(get_vc(self.api, NS, n), "Ready").get("status") == "True"]
+        ready = [n for n in sorted(self.wanted)
+                 if vcs.condition(vcs.get_vc(self.api, NS, n), "Ready").get("status") == "True"]
         if not ready:
             return
         name = self.rng.choice(ready)
@@ -150,11 +143,11 @@ class Soak:
 
 def _settled(api, soak: Soak) -> bool:
     for name, nodes in soak.wanted.items():
-        vc = get_vc(api, NS, name)
+        vc = vcs.get_vc(api, NS, name)
         status = (vc or {}).get("status") or {}
-        if condition(vc, "Ready").get("status") != "True" or status.get("nodesReady") != f"{nodes}/{nodes}":
+        if vcs.condition(vc, "Ready").get("status") != "True" or status.get("nodesReady") != f"{nodes}/{nodes}":
             return False
-    return all(get_vc(api, NS, name) is None for name in soak.deleted)
+    return all(vcs.get_vc(api, NS, name) is None for name in soak.deleted)
 
 
 def _kubelet_ready_somewhere(api, soak: Soak, worker: str) -> bool:
@@ -171,7 +164,7 @@ def test_a_soak_with_faults_ends_with_every_node_and_every_write_where_it_belong
     minutes = float(os.environ.get("KUBENEST_SOAK_MINUTES", "8"))
     seed = int(os.environ.get("KUBENEST_SOAK_SEED", str(int(time.time()))))
     print(f"\nsoak: {minutes:g} min, seed {seed} (KUBENEST_SOAK_SEED={seed} replays the choices)")
-    with own_operator(sb, api, NS, Path(tmp_path), "--node-wait-interval", "5", "--resync-interval", "10",
+    with vcs.own_operator(sb, api, NS, Path(tmp_path), "--node-wait-interval", "5", "--resync-interval", "10",
                       "--backoff-base", "10", leftovers_timeout=900) as operator:
         soak = Soak(sb, api, operator, seed)
         soak.create()
@@ -182,12 +175,12 @@ def test_a_soak_with_faults_ends_with_every_node_and_every_write_where_it_belong
         if operator.proc.poll() is not None:
             operator.start()
         started = time.monotonic()
-        wait_for(lambda: _settled(api, soak), SETTLE_S, "every virtual cluster settled after the soak", interval=5)
+        vcs.wait_for(lambda: _settled(api, soak), SETTLE_S, "every virtual cluster settled after the soak", interval=5)
         settled = time.monotonic() - started
 
         claims = {}
         for name in soak.wanted:
-            for node in get_vc(api, NS, name)["status"].get("nodes") or []:
+            for node in vcs.get_vc(api, NS, name)["status"].get("nodes") or []:
                 claims[node["name"]] = f"{NS}/{name}"
         for worker in WORKERS:
             status = globalnode(api, worker).get("status") or {}
@@ -214,10 +207,10 @@ def test_a_soak_with_faults_ends_with_every_node_and_every_write_where_it_belong
         assert not lost, f"tenant writes lost: {lost}"
 
         def leftovers():
-            return {name: {kind: names for kind, names in labelled_objects(api, NS, name).items() if names}
+            return {name: {kind: names for kind, names in vcs.labelled_objects(api, NS, name).items() if names}
                     for name in soak.deleted}
         try:  # pods of a deleted control plane may still be terminating
-            wait_for(lambda: not any(leftovers().values()), 180, "nothing left of the deleted virtual clusters")
+            vcs.wait_for(lambda: not any(leftovers().values()), 180, "nothing left of the deleted virtual clusters")
         except AssertionError:
             pass
         assert not any(leftovers().values()), f"left behind by deleted virtual clusters: {leftovers()}"
@@ -226,7 +219,7 @@ def test_a_soak_with_faults_ends_with_every_node_and_every_write_where_it_belong
               f"{len(soak.wanted)} virtual clusters left holding {len(claims)} node(s), {len(soak.deleted)} deleted "
               f"without leftovers; {kept} tenant writes all kept; every worker Ready where its GlobalNode says")
         for name in list(soak.wanted):
-            delete_vc(api, NS, name, timeout=900)
-    wait_for(lambda: all((globalnode(api, w).get("status") or {}).get("state") == "free" for w in WORKERS), 300,
+            vcs.delete_vc(api, NS, name, timeout=900)
+    vcs.wait_for(lambda: all((globalnode(api, w).get("status") or {}).get("state") == "free" for w in WORKERS), 300,
              "every worker free after the soak")
     assert all(host_node_ready(api, w) for w in WORKERS)
