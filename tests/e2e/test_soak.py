@@ -165,7 +165,7 @@ def test_a_soak_with_faults_ends_with_every_node_and_every_write_where_it_belong
     seed = int(os.environ.get("KUBENEST_SOAK_SEED", str(int(time.time()))))
     print(f"\nsoak: {minutes:g} min, seed {seed} (KUBENEST_SOAK_SEED={seed} replays the choices)")
     with vcs.own_operator(sb, api, NS, Path(tmp_path), "--node-wait-interval", "5", "--resync-interval", "10",
-                      "--backoff-base", "10", leftovers_timeout=900) as operator:
+                          "--backoff-base", "10", leftovers_timeout=900) as operator:
         soak = Soak(sb, api, operator, seed)
         soak.create()
         deadline = time.monotonic() + minutes * 60
@@ -220,6 +220,6 @@ def test_a_soak_with_faults_ends_with_every_node_and_every_write_where_it_belong
               f"without leftovers; {kept} tenant writes all kept; every worker Ready where its GlobalNode says")
         for name in list(soak.wanted):
             vcs.delete_vc(api, NS, name, timeout=900)
-    vcs.wait_for(lambda: all((globalnode(api, w).get("status") or {}).get("state") == "free" for w in WORKERS), 300,
-             "every worker free after the soak")
+    vcs.wait_for(lambda: all((globalnode(api, w).get("status") or {}).get("state") == "free" for w in WORKERS),
+                 300, "every worker free after the soak")
     assert all(host_node_ready(api, w) for w in WORKERS)
