@@ -60,6 +60,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-parallel", type=positive_int, default=4, help="playbook runs at once (default 4)")
     p.add_argument("--max-parallel-per-namespace", type=positive_int, default=None, metavar="N",
                    help="playbook runs at once for one namespace (default: half of --max-parallel, at least 1)")
+    p.add_argument("--max-parallel-upgrades", type=positive_int, default=1, metavar="N",
+                   help="of those, runs at once that an upgrade of the collection causes (default 1)")
     peer = p.add_mutually_exclusive_group()
     peer.add_argument("--peering", default=DEFAULT_PEERING,
                       help=f"ClusterKopfPeering shared by the replicas (default {DEFAULT_PEERING})")
@@ -115,6 +117,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         namespaces=tuple(args.namespace),
         playbook_dir=(args.playbook_dir or default_playbook_dir()).resolve(),
         max_parallel=args.max_parallel,
+        max_parallel_upgrades=min(args.max_parallel, args.max_parallel_upgrades),
         max_parallel_per_namespace=min(args.max_parallel, args.max_parallel_per_namespace
                                        or max(1, args.max_parallel // 2)),
         peering=None if args.standalone else args.peering,

@@ -30,7 +30,7 @@ class Context:
     agent_identity: AgentClientIdentity  # the client pair runs use for the node agents
     agent_audit: AgentAudit  # where runs keep the agents' audit lines until they go to the operator's log
     revision: str = ""  # of the desired state the playbooks, roles and plugins give (revision.py)
-    # Runs an upgrade of the collection causes, one virtual cluster at a time (handlers.py).
+    # Runs an upgrade of the collection causes, --max-parallel-upgrades at a time (handlers.py).
     upgrades: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(1))
 
     @classmethod
@@ -49,7 +49,8 @@ class Context:
         audit = AgentAudit(config.runs_dir.with_name(config.runs_dir.name + "-agent-audit"))
         return cls(config, configuration, Api(configuration), runner,
                    RunSlots(config.max_parallel, config.max_parallel_per_namespace), ObjectLocks(), identity, audit,
-                   revision=desired_state_revision(config.playbook_dir.parent))
+                   revision=desired_state_revision(config.playbook_dir.parent),
+                   upgrades=asyncio.Semaphore(config.max_parallel_upgrades))
 
     def run_site_vars(self, logger: logging.Logger) -> dict[str, Any]:
         """The site variables of a run: the site's file, the agent client pair to use, the audit directory."""

@@ -60,6 +60,8 @@ class Config:
     max_parallel: int = 4
     # Of those, at most this many for VirtualClusters of one namespace.
     max_parallel_per_namespace: int = 2
+    # Of those, runs that an upgrade of the collection causes (handlers.py): one tenant at a time by default.
+    max_parallel_upgrades: int = 1
     peering: str | None = DEFAULT_PEERING  # None: standalone
     priority: int | None = None  # None: by seniority, see peering.py
     peering_settle: float = 3.0

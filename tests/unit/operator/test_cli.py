@@ -57,6 +57,12 @@ def test_runs_per_namespace_default_to_half_and_never_exceed_the_total():
                   kubeconfig="kc").max_parallel_per_namespace == 3
 
 
+def test_upgrade_runs_go_one_at_a_time_unless_asked_and_never_exceed_the_total():
+    assert config(kubeconfig="kc").max_parallel_upgrades == 1
+    assert config("--max-parallel-upgrades", "3", kubeconfig="kc").max_parallel_upgrades == 3
+    assert config("--max-parallel", "2", "--max-parallel-upgrades", "9", kubeconfig="kc").max_parallel_upgrades == 2
+
+
 @pytest.mark.parametrize("address", [":9100", "127.0.0.1:9100", "[::]:9100"])
 def test_a_metrics_address_is_host_and_port(address):
     assert parser().parse_args(["--metrics-address", address]).metrics_address == address

@@ -111,7 +111,7 @@ def _resumed(name: str) -> kopf.Body:
                       "status": {"phase": st.COMPLETED, "observedGeneration": 1}})
 
 
-def _concurrency(monkeypatch, why: str, count: int = 3) -> int:
+def _concurrency(monkeypatch, why: str, count: int = 3, lane: int = 1) -> int:
     """How many of `count` resumed virtual clusters whose drift is `why` ran at once."""
     running, most = 0, 0
 
@@ -138,7 +138,7 @@ def _concurrency(monkeypatch, why: str, count: int = 3) -> int:
     monkeypatch.setattr(handlers, "converge", converge)
 
     async def main():
-        ctx = SimpleNamespace(upgrades=asyncio.Semaphore(1))
+        ctx = SimpleNamespace(upgrades=asyncio.Semaphore(lane))
         await asyncio.gather(*(handlers.reconcile(body=_resumed(f"vc{i}"), reason="resume", retry=0,
                                                   logger=logging.getLogger("test"), memo=SimpleNamespace(ctx=ctx))
                                for i in range(count)))
@@ -148,6 +148,10 @@ def _concurrency(monkeypatch, why: str, count: int = 3) -> int:
 
 def test_an_upgrade_runs_its_virtual_clusters_one_at_a_time(monkeypatch):
     assert _concurrency(monkeypatch, drift.COLLECTION_CHANGED) == 1
+
+
+def test_an_upgrade_runs_as_many_at_once_as_it_is_given(monkeypatch):
+    assert _concurrency(monkeypatch, drift.COLLECTION_CHANGED, count=4, lane=2) == 2
 
 
 def test_other_drift_runs_side_by_side(monkeypatch):
