@@ -12,6 +12,7 @@ import gzip
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -110,4 +111,7 @@ def release_image(commit: str, cache: Path, work: Path) -> tuple[str, Path]:
         raise RuntimeError(f"the operator image of {commit} did not build:\n{proc.stderr[-3000:]}")
     built = Path(proc.stdout.strip().splitlines()[-1])
     dest = work / "release.oci.tar"
-    return derive(built, dest, f"release-{commit[:12]}", {}), dest
+    ref = derive(built, dest, f"release-{commit[:12]}", {})
+    shutil.rmtree(tree)
+    shutil.rmtree(own_cache)  # its rootfs is a link to the shared base, which stays
+    return ref, dest
