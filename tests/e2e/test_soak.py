@@ -36,6 +36,9 @@ SETTLE_S = 1200
 
 
 def _policy(count: int) -> list[dict]:
+    """Nodes by count from the workers; none is no policy (a count is at least 1)."""
+    if not count:
+        return []
     return [{"labelSelector": {"matchExpressions": [
         {"key": "kubernetes.io/hostname", "operator": "In", "values": list(WORKERS)}]}, "nodeCount": count}]
 
