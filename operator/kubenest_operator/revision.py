@@ -30,6 +30,8 @@ PROSE_SUFFIXES = {".md", ".rst"}
 # Module-level (and doc fragments' class-level) strings that only document.
 DOC_STRINGS = {"DOCUMENTATION", "EXAMPLES", "RETURN"}
 # Keys of role argument specs (meta/argument_specs.yml) that only document.
+# What may open with a docstring.
+BODIES = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 PROSE_KEYS = {"description", "short_description", "notes", "author", "version_added", "seealso"}
 
 
@@ -71,8 +73,7 @@ def python_meaning(source: bytes) -> bytes:
     tree = ast.parse(source)
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
-        if not isinstance(body, list) or not isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
-                                                                 ast.AsyncFunctionDef)):
+        if not isinstance(body, list) or not isinstance(node, BODIES):
             continue
         kept = [statement for statement in body if not _documents(statement)]
         # A body left empty by its docstring still needs a statement to be a body.

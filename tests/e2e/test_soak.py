@@ -1,5 +1,6 @@
 """A soak with faults (make test-long): for KUBENEST_SOAK_MINUTES (default 8) minutes a stream of creates, node
-count changes, tenant writes and deletes across up to three virtual clusters, while at random moments the
+count changes, tenant writes and deletes across up to three virtual clusters (one of them, soak-keep, Ready
+before the soak starts and never deleted, so that writes always find a tenant), while at random moments the
 operator is SIGKILLed and started again, a node agent is killed, a tenant's etcd or API server pod is deleted, or
 a node's containerd is restarted. Then the faults stop, every virtual cluster settles, and the end is judged:
 
@@ -32,6 +33,7 @@ pytestmark = [pytest.mark.long, pytest.mark.timeout(5400)]
 NS = "kubenest-e2e-soak"
 WORKERS = ("kn-w1", "kn-w2", "kn-w3")
 MAX_CLUSTERS = 3
+KEEPER = "soak-keep"
 SETTLE_S = 1200
 
 
@@ -60,9 +62,9 @@ class Soak:
         self.counts[what] = self.counts.get(what, 0) + 1
 
     # The workload
-    def create(self) -> None:
+    def create(self, name: str | None = None) -> None:
         self.made += 1
-        name, nodes = f"soak{self.made}", self.rng.choice((0, 1))
+        name, nodes = name or f"soak{self.made}", self.rng.choice((0, 1))
         vcs.create_vc(self.api, NS, name, {"promotePolicies": _policy(nodes)})
         self.wanted[name] = nodes
         self.count("create")
@@ -78,7 +80,7 @@ class Soak:
         self.count("node count change")
 
     def delete(self) -> None:
-        name = self.rng.choice(sorted(self.wanted))
+        name = self.rng.choice(sorted(n for n in self.wanted if n != KEEPER))
         self.custom.delete_namespaced_custom_object("kosmos.io", "v1alpha1", NS, "virtualclusters", name)
         del self.wanted[name]
         self.deleted.append(name)
@@ -88,6 +90,7 @@ class Soak:
         ready = [n for n in sorted(self.wanted)
                  if vcs.condition(vcs.get_vc(self.api, NS, n), "Ready").get("status") == "True"]
         if not ready:
+            self.count("tenant write skipped (none Ready)")
             return
         name = self.rng.choice(ready)
         key = f"soak-{len(self.written.get(name, [])) + 1}"
@@ -106,11 +109,14 @@ class Soak:
             choices += [self.create, self.create]
         if self.wanted:
             choices.append(self.scale)
-        if len(self.wanted) > 1:
+        if len(self.wanted) > 2:
             choices.append(self.delete)
         self.rng.choice(choices)()
 
     # The faults
+    def machine(self, name: str) -> Machine:
+        return Machine(self.sb, next(n for n in self.sb.nodes if n.name == name))
+
     def kill_operator(self) -> None:
         self.operator.kill()
         time.sleep(self.rng.uniform(1, 8))
@@ -118,7 +124,7 @@ class Soak:
         self.count("operator killed")
 
     def kill_agent(self) -> None:
-        machine = Machine(self.sb, next(n for n in self.sb.nodes if n.name == self.rng.choice(WORKERS)))
+        machine = self.machine(self.rng.choice(WORKERS))
         machine.nsenter(["systemctl", "kill", "--signal=KILL", "kubenest-agent"], check=False)
         time.sleep(1)
         machine.nsenter(["systemctl", "start", "kubenest-agent"], check=False)
@@ -135,7 +141,7 @@ class Soak:
             self.count(f"{component} pod deleted")
 
     def restart_containerd(self) -> None:
-        machine = Machine(self.sb, next(n for n in self.sb.nodes if n.name == self.rng.choice(WORKERS)))
+        machine = self.machine(self.rng.choice(WORKERS))
         machine.nsenter(["systemctl", "restart", "containerd"], timeout=120, check=False)
         self.count("containerd restarted")
 
@@ -170,7 +176,8 @@ def test_a_soak_with_faults_ends_with_every_node_and_every_write_where_it_belong
     with vcs.own_operator(sb, api, NS, Path(tmp_path), "--node-wait-interval", "5", "--resync-interval", "10",
                           "--backoff-base", "10", leftovers_timeout=900) as operator:
         soak = Soak(sb, api, operator, seed)
-        soak.create()
+        soak.create(KEEPER)  # never deleted: the tenant the writes mostly go to
+        vcs.wait_ready(api, NS, KEEPER, timeout=900)
         deadline = time.monotonic() + minutes * 60
         while time.monotonic() < deadline:
             time.sleep(soak.rng.uniform(8, 20))
@@ -218,6 +225,7 @@ def test_a_soak_with_faults_ends_with_every_node_and_every_write_where_it_belong
             pass
         assert not any(leftovers().values()), f"left behind by deleted virtual clusters: {leftovers()}"
         kept = sum(len(keys) for name, keys in soak.written.items() if name in soak.wanted)
+        assert soak.written.get(KEEPER), f"no write reached {KEEPER} during the soak: nothing was put to the test"
         print(f"soak seed {seed}: {dict(sorted(soak.counts.items()))}; settled {settled:.0f}s after the soak; "
               f"{len(soak.wanted)} virtual clusters left holding {len(claims)} node(s), {len(soak.deleted)} deleted "
               f"without leftovers; {kept} tenant writes all kept; every worker Ready where its GlobalNode says")
