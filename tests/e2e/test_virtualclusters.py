@@ -369,9 +369,15 @@ def _fetch_from(pod_ip: str, url: str) -> tuple[int, str]:
 
 
 def _component_ip(api, name: str, component: str) -> str:
-    pods = k8s.CoreV1Api(api).list_namespaced_pod(
-        NS, label_selector=f"kosmos.io/virtualcluster={name},app.kubernetes.io/component={component}").items
-    return next(p.status.pod_ip for p in pods if p.status.pod_ip)
+    """The IP of a pod of the component that serves: a pod of an earlier roll (the tests above change the API
+    server's flags) keeps its IP while it terminates and answers nothing there."""
+    def serving():
+        pods = k8s.CoreV1Api(api).list_namespaced_pod(
+            NS, label_selector=f"kosmos.io/virtualcluster={name},app.kubernetes.io/component={component}").items
+        return next((p.status.pod_ip for p in pods
+                     if p.status.pod_ip and p.metadata.deletion_timestamp is None and p.status.phase == "Running"
+                     and all(c.ready for c in p.status.container_statuses or [])), None)
+    return wait_for(serving, 180, f"a serving {component} pod of {name}")
 
 
 def test_network_policies_let_only_its_api_server_reach_a_tenants_etcd(operator, host_cluster):
@@ -384,8 +390,16 @@ def test_network_policies_let_only_its_api_server_reach_a_tenants_etcd(operator,
     probe = _probe_pod(sb, api, "policy-probe")
     try:
         # A TLS port asked for plain HTTP answers 400: the connection itself went through.
-        status, answer = _fetch_from(probe, f"http://{apiserver}:6443/")
-        assert status == 400 and "HTTPS server" in answer, (status, answer)
+        # The probe's identity reaches the other nodes' Cilium a moment after the pod runs: until then its
+        # packets may be dropped, so the allowed path is asked until it answers (the denied one after that).
+        answers = []
+
+        def api_server_answers():
+            answers.append(_fetch_from(probe, f"http://{apiserver}:6443/"))
+            return answers[-1][0] != 502
+        wait_for(api_server_answers, 120, f"an answer of {apiserver}:6443 to the probe pod")
+        status, answer = answers[-1]
+        assert status == 400 and "HTTPS server" in answer, answers
         status, answer = _fetch_from(probe, f"http://{etcd}:2379/")
         assert status == 502 and "Timeout" in answer, (status, answer)
         with socket.create_connection((apiserver, 6443), timeout=5):
