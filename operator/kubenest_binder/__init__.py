@@ -24,10 +24,10 @@ import threading
 from dataclasses import dataclass
 
 import kubernetes
-from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_client import KubeClientError
 from kubernetes.client.rest import ApiException
 
 from kubenest_operator.kube import GLOBALNODES, GROUP, VERSION, VIRTUALCLUSTERS, kubeconfig_path, load_configuration
+from kubenest_operator.sdk_config import KubeClientError
 
 log = logging.getLogger("kubenest_binder")
 

@@ -11,8 +11,9 @@ from pathlib import Path
 import kopf
 import kubernetes
 import yaml
-from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_client import KubeClientError
 from kubernetes.client.rest import ApiException
+
+from kubenest_operator.sdk_config import KubeClientError
 
 from . import __version__
 from .extravars import load_site_vars

@@ -13,8 +13,9 @@ from typing import Any
 
 import kopf
 import kubernetes
-from ansible_collections.kosmos.kubenest.plugins.module_utils import kube_client
 from kubernetes.client.rest import ApiException
+
+from kubenest_operator import sdk_config
 
 GROUP, VERSION = "kosmos.io", "v1alpha1"
 VIRTUALCLUSTERS, GLOBALNODES = "virtualclusters", "globalnodes"
@@ -42,12 +43,12 @@ def kubeconfig_path(explicit: str | None) -> str | None:
 
 def load_configuration(kubeconfig: str | None) -> kubernetes.client.Configuration:
     """The collection's loader, so an exec plugin in the kubeconfig runs as it does for the playbooks' tasks.
-    Raises kube_client.KubeClientError."""
+    Raises sdk_config.KubeClientError."""
     if kubeconfig is None:
         configuration = kubernetes.client.Configuration()
         kubernetes.config.load_incluster_config(client_configuration=configuration)
         return configuration
-    return kube_client.load_configuration(kubeconfig)
+    return sdk_config.load_configuration(kubeconfig)
 
 
 def connection_info(configuration: kubernetes.client.Configuration) -> kopf.ConnectionInfo:

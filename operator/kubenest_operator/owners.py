@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-# The collection's field manager (plugins/plugin_utils/kube_api.FIELD_MANAGER); the operator's own writes
+# The collection's field manager (plugins/module_utils/kube_api.FIELD_MANAGER); the operator's own writes
 # (status, annotations) are its too.
 COLLECTION = "kosmos.kubenest"
 OPERATOR = "kubenest-operator"

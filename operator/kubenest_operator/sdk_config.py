@@ -1,11 +1,12 @@
 # Copyright: (c) kosmos.kubenest contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""A kubernetes ApiClient for the collection's own API modules: from a kubeconfig file or in-cluster.
+"""The kubernetes SDK's Configuration for the operator and the binder, which talk to the host through the SDK
+(kopf's connection included): from a kubeconfig file or in-cluster.
 
-A kubeconfig user with an `exec` plugin gets its credential from exec_credential, the implementation the
-controller-side client uses too, rather than from the SDK's own runner (which logs a failure and goes on without
-credentials)."""
+A kubeconfig user with an `exec` plugin gets its credential from the collection's exec_credential, the
+implementation its own client (module_utils/kube_api) uses too, rather than from the SDK's own runner (which
+logs a failure and goes on without credentials)."""
 
 from __future__ import annotations
 
@@ -15,36 +16,17 @@ import copy
 import os
 import shutil
 import tempfile
-import traceback
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+import yaml
 from ansible_collections.kosmos.kubenest.plugins.module_utils.exec_credential import (
     ExecCredentialError,
     ExecPlugin,
 )
 from ansible_collections.kosmos.kubenest.plugins.module_utils.kubeconfig import kubeconfig_path
-
-try:
-    import yaml
-    from kubernetes import client as k8s
-    from kubernetes import config as k8s_config
-    from kubernetes.client.rest import ApiException
-    from kubernetes.config.kube_config import KubeConfigLoader
-except ImportError:
-    HAS_KUBERNETES = False
-    KUBERNETES_IMPORT_ERROR = traceback.format_exc()
-
-    class ApiException(Exception):
-        status = None
-        reason = None
-else:
-    HAS_KUBERNETES = True
-    KUBERNETES_IMPORT_ERROR = None
-
-KUBECONFIG_ARGS = dict(
-    kubeconfig=dict(type="path"),
-    context=dict(type="str"),
-)
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.config.kube_config import KubeConfigLoader
 
 
 class KubeClientError(Exception):
@@ -83,7 +65,7 @@ def load_configuration(kubeconfig=None, context=None, configuration=None):
             _use_exec_plugin(configuration, ExecPlugin(exec_spec, base, cluster=cluster, ca_pem=ca_pem,
                                                        user_name=user_name))
     except (k8s_config.ConfigException, OSError, ValueError, yaml.YAMLError, ExecCredentialError) as exc:
-        raise KubeClientError("cannot load the kubeconfig %s: %s" % (shown, _reason(exc))) from None
+        raise KubeClientError(f"cannot load the kubeconfig {shown}: {_reason(exc)}") from None
     return configuration
 
 
@@ -92,11 +74,11 @@ def _proxy_credentials(configuration):
     parsed = urlsplit(configuration.proxy or "")
     if parsed.username is None:
         return
-    pair = "%s:%s" % (unquote(parsed.username), unquote(parsed.password or ""))
+    pair = f"{unquote(parsed.username)}:{unquote(parsed.password or '')}"
     configuration.proxy_headers = dict(configuration.proxy_headers or {},
                                        **{"Proxy-Authorization": "Basic " + base64.b64encode(pair.encode()).decode()})
-    host = parsed.hostname if ":" not in parsed.hostname else "[%s]" % parsed.hostname
-    configuration.proxy = urlunsplit(parsed._replace(netloc=host + (":%d" % parsed.port if parsed.port else "")))
+    host = parsed.hostname if ":" not in parsed.hostname else f"[{parsed.hostname}]"
+    configuration.proxy = urlunsplit(parsed._replace(netloc=host + (f":{parsed.port}" if parsed.port else "")))
 
 
 def _reason(exc):
@@ -151,10 +133,3 @@ def _use_exec_plugin(configuration, plugin):
     refresh(configuration)  # now, so that a plugin that fails is reported where the kubeconfig is loaded
     # The SDK calls this before it reads the token of each request.
     configuration.refresh_api_key_hook = refresh
-
-
-def describe(exc):
-    """A one-line description of an API error that never echoes request bodies."""
-    if isinstance(exc, ApiException):
-        return "HTTP %s %s" % (exc.status, exc.reason)
-    return "%s: %s" % (type(exc).__name__, exc)

@@ -10,8 +10,8 @@ import string
 from datetime import datetime, timedelta, timezone
 
 from ansible.errors import AnsibleActionFail
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import KubeApiError
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_action import KubeAction
-from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_api import KubeApiError
 
 NAMESPACE = "kube-system"
 SECRET_TYPE = "bootstrap.kubernetes.io/token"

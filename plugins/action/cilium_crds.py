@@ -8,9 +8,9 @@ import json
 import time
 
 from ansible.errors import AnsibleActionFail
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import ClientPool
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils import cilium
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_action import KubeAction
-from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_api import ClientPool
 
 CRD_API = "apiextensions.k8s.io/v1"
 POLL_S = 0.2

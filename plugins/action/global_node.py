@@ -7,10 +7,9 @@ from __future__ import annotations
 from ansible.errors import AnsibleActionFail
 from ansible_collections.kosmos.kubenest.plugins.module_utils import globalnodes as gn
 from ansible_collections.kosmos.kubenest.plugins.module_utils.host_essentials import stranded_by_drain
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import KubeApiError
 from ansible_collections.kosmos.kubenest.plugins.module_utils.selectors import SelectorError
-from ansible_collections.kosmos.kubenest.plugins.plugin_utils.globalnodes_rest import RestGlobalNodes
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_action import KubeAction
-from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_api import KubeApiError
 
 CLAIM_ATTEMPTS = 3
 
@@ -86,7 +85,7 @@ class ActionModule(KubeAction):
         if not selecting and args["names"] is None:
             raise AnsibleActionFail("give names, or policies/select_nodes with state=reserved")
         pins = _pins(args["agent_certificates"]) if args["agent_certificates"] is not None else None
-        nodes = RestGlobalNodes(api)
+        nodes = gn.GlobalNodes(api)
         try:
             if selecting:
                 result, diff = self._claim(api, nodes, args, owner, check_mode)

@@ -5,8 +5,8 @@
 from __future__ import annotations
 
 from ansible.errors import AnsibleActionFail
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import FIELD_MANAGER, ClientPool, comparable
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_action import KubeAction, plain
-from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_api import FIELD_MANAGER, ClientPool, comparable
 
 # Requests of one call in flight at once: each round trip is mostly waiting for the server's storage.
 APPLY_WORKERS = 4

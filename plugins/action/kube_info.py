@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 
 from ansible.errors import AnsibleActionFail
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import condition_met
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_action import KubeAction
-from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_api import condition_met
 
 
 def _unmet(resources, condition):

@@ -7,10 +7,13 @@ from __future__ import annotations
 import time
 
 from ansible.errors import AnsibleActionFail
-from ansible_collections.kosmos.kubenest.plugins.module_utils.csr import HAS_CRYPTOGRAPHY, refusals
+from ansible_collections.kosmos.kubenest.plugins.module_utils.csr import (
+    HAS_CRYPTOGRAPHY,
+    approve_serving_requests,
+    refusals,
+)
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import KubeApiError
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_action import KubeAction
-from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_api import KubeApiError
-from ansible_collections.kosmos.kubenest.plugins.plugin_utils.serving_csr import approve_serving_requests
 
 POLL_S = 0.5
 

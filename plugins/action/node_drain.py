@@ -8,8 +8,8 @@ import time
 import urllib.parse
 
 from ansible.errors import AnsibleActionFail
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import KubeApiError
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_action import KubeAction
-from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_api import KubeApiError
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.node_drain import (
     classify,
     eviction,

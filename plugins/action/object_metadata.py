@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleActionFail
 from ansible_collections.kosmos.kubenest.plugins.module_utils import run_result
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import KubeApiError
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_action import KubeAction
-from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_api import KubeApiError
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.ownership import classify
 
 

@@ -8,10 +8,10 @@ import base64
 
 from ansible.errors import AnsibleActionFail
 from ansible_collections.kosmos.kubenest.plugins.module_utils import pki
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import KubeApiError
+from ansible_collections.kosmos.kubenest.plugins.module_utils.secrets import put_secret, read_secret
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_action import KubeAction, plain
-from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_api import KubeApiError
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.pki_plan import issue, problems_of
-from ansible_collections.kosmos.kubenest.plugins.plugin_utils.secrets_rest import put_secret, read_secret
 
 
 class ActionModule(KubeAction):

@@ -11,6 +11,7 @@ import urllib.request
 
 from ansible.errors import AnsibleActionFail
 from ansible_collections.kosmos.kubenest.plugins.module_utils import run_result
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import KubeApiError
 from ansible_collections.kosmos.kubenest.plugins.module_utils.rollout import (
     pod_problem,
     pod_ready,
@@ -20,7 +21,6 @@ from ansible_collections.kosmos.kubenest.plugins.module_utils.rollout import (
     wanted_pods,
 )
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_action import KubeAction
-from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_api import KubeApiError
 
 # Reads are a few milliseconds each: poll often so that a finished rollout is seen at once.
 POLL_S = 0.25

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 
 class ModuleDocFragment:
-    # The modules that talk to a Kubernetes API through module_utils/kube_client.
+    # The modules and the inventory plugin that talk to a Kubernetes API (module_utils/kube_api, which needs no
+    # kubernetes package).
     DOCUMENTATION = r"""
 options:
   kubeconfig:
@@ -23,11 +24,9 @@ options:
   context:
     description: Context of O(kubeconfig) to use.
     type: str
-requirements:
-  - kubernetes >= 24.2.0
 """
 
-    # The controller-side actions, which need no kubernetes package.
+    # The controller-side actions, through the same client.
     CONNECTION = r"""
 options:
   kubeconfig:

@@ -29,7 +29,9 @@ options:
     choices: [kosmos.kubenest.globalnodes]
     type: str
   kubeconfig:
-    description: Host cluster kubeconfig. Default C($K8S_AUTH_KUBECONFIG), C($KUBECONFIG), in-cluster.
+    description:
+      - Host cluster kubeconfig. Default C($K8S_AUTH_KUBECONFIG), C($KUBECONFIG), in-cluster, C(~/.kube/config).
+      - Its user may authenticate as the modules' O(kubeconfig) says, C(exec) credential plugins included.
     type: path
   context:
     description: Context of O(kubeconfig).
@@ -51,8 +53,6 @@ options:
     description: Python on the nodes.
     type: str
     default: /usr/bin/python3
-requirements:
-  - kubernetes >= 24.2.0
 """
 
 EXAMPLES = r"""
@@ -79,13 +79,7 @@ from ansible_collections.kosmos.kubenest.plugins.module_utils.globalnodes import
     owner_of,
     state_of,
 )
-from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_client import (
-    HAS_KUBERNETES,
-    ApiException,
-    KubeClientError,
-    api_client,
-    describe,
-)
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import ConfigError, KubeApiError, connect
 
 
 def group_name(text):
@@ -101,14 +95,16 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
     def parse(self, inventory, loader, path, cache=True):
         super().parse(inventory, loader, path, cache)
         self._read_config_data(path)
-        if not HAS_KUBERNETES:
-            raise AnsibleParserError("kosmos.kubenest.globalnodes needs the Python package kubernetes")
         try:
-            nodes = GlobalNodes(api_client(self.get_option("kubeconfig"), self.get_option("context"))).list()
-        except KubeClientError as exc:
+            api = connect(self.get_option("kubeconfig"), self.get_option("context"))
+            try:
+                nodes = GlobalNodes(api).list()
+            finally:
+                api.close()
+        except ConfigError as exc:
             raise AnsibleParserError(str(exc)) from None
-        except ApiException as exc:
-            raise AnsibleParserError("listing GlobalNodes failed: %s" % describe(exc)) from None
+        except KubeApiError as exc:
+            raise AnsibleParserError("listing GlobalNodes failed: %s" % exc) from None
         self.inventory.add_group("globalnodes")
         connection = {"ansible_connection": "kosmos.kubenest.nodeagent", "ansible_port": self.get_option("agent_port"),
                       "ansible_python_interpreter": self.get_option("python_interpreter")}

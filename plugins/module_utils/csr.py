@@ -63,35 +63,54 @@ SIGNER = "kubernetes.io/kubelet-serving"
 APPROVAL_REASON = "KubenestNodeVerified"
 
 
-def approve_serving_requests(k8s, api, node, ip_addresses, dns_names, check_mode=False):
-    """Approve the pending kubelet-serving requests of `node` that pass check_serving_request.
+API_VERSION = "certificates.k8s.io/v1"
+KIND = "CertificateSigningRequest"
 
-    k8s is the kubernetes.client package, api a CertificatesV1Api. Returns {approved, issued, refused}: names
-    approved now, names approved earlier, and {name, reason} of requests left pending.
-    """
-    result = dict(approved=[], issued=[], refused=[])
-    for csr in api.list_certificate_signing_request(_request_timeout=30).items:
-        spec = csr.spec
-        if spec.signer_name != SIGNER or spec.username != "system:node:%s" % node:
+
+def _pending(api, wanted):
+    """(name, spec) of each request `wanted(spec)` picks that no one decided yet, and the names approved earlier."""
+    pending, issued = [], []
+    for csr in api.list(API_VERSION, KIND):
+        spec = csr.get("spec") or {}
+        if not wanted(spec):
             continue
-        states = [c.type for c in ((csr.status and csr.status.conditions) or [])]
+        states = [c.get("type") for c in (csr.get("status") or {}).get("conditions") or []]
         if "Denied" in states or "Failed" in states:
             continue
         if "Approved" in states:
-            result["issued"].append(csr.metadata.name)
-            continue
-        problem = check_serving_request(spec.request, node, spec.usages or [], set(ip_addresses),
+            issued.append(csr["metadata"]["name"])
+        else:
+            pending.append(csr)
+    return pending, issued
+
+
+def _decide(api, csr, verdict, reason, message):
+    """Add the Approved or Denied condition through the approval subresource."""
+    status = csr.get("status") or {}
+    csr["status"] = dict(status, conditions=(status.get("conditions") or []) + [
+        {"type": verdict, "status": "True", "reason": reason, "message": message}])
+    api.request("PUT", api.path(API_VERSION, KIND, name=csr["metadata"]["name"]) + "/approval", body=csr)
+
+
+def approve_serving_requests(api, node, ip_addresses, dns_names, check_mode=False):
+    """Approve the pending kubelet-serving requests of `node` that pass check_serving_request.
+
+    api is a KubeApi. Returns {approved, issued, refused}: names approved now, names approved earlier, and
+    {name, reason} of requests left pending.
+    """
+    pending, issued = _pending(api, lambda spec: spec.get("signerName") == SIGNER
+                               and spec.get("username") == "system:node:%s" % node)
+    result = dict(approved=[], issued=issued, refused=[])
+    for csr in pending:
+        spec, name = csr["spec"], csr["metadata"]["name"]
+        problem = check_serving_request(spec.get("request") or "", node, spec.get("usages") or [], set(ip_addresses),
                                         set(dns_names) | {node})
         if problem:
-            result["refused"].append({"name": csr.metadata.name, "reason": problem})
+            result["refused"].append({"name": name, "reason": problem})
             continue
         if not check_mode:
-            csr.status = csr.status or k8s.V1CertificateSigningRequestStatus()
-            csr.status.conditions = (csr.status.conditions or []) + [k8s.V1CertificateSigningRequestCondition(
-                type="Approved", status="True", reason=APPROVAL_REASON,
-                message="kosmos.kubenest checked the node name and addresses")]
-            api.replace_certificate_signing_request_approval(csr.metadata.name, csr, _request_timeout=30)
-        result["approved"].append(csr.metadata.name)
+            _decide(api, csr, "Approved", APPROVAL_REASON, "kosmos.kubenest checked the node name and addresses")
+        result["approved"].append(name)
     return result
 
 
@@ -123,36 +142,27 @@ def check_client_request(request, node, usages):
     return "a client certificate names no addresses or DNS names"
 
 
-def approve_client_requests(k8s, api, node, username, check_mode=False):
+def approve_client_requests(api, node, username, check_mode=False):
     """Approve the pending client-certificate requests of a kubelet bootstrapping as `username` (the one bootstrap
     token made for `node`) that ask for `node`'s identity alone; any other request of that user is denied, as the
     token's holder asked for what it may not have. Returns {approved, issued, refused} as approve_serving_requests.
     """
-    result = dict(approved=[], issued=[], refused=[])
-    for csr in api.list_certificate_signing_request(_request_timeout=30).items:
-        spec = csr.spec
-        if spec.username != username:
-            continue
-        states = [c.type for c in ((csr.status and csr.status.conditions) or [])]
-        if "Denied" in states or "Failed" in states:
-            continue
-        if "Approved" in states:
-            result["issued"].append(csr.metadata.name)
-            continue
-        if spec.signer_name != CLIENT_SIGNER:
-            problem = "signer %s is not %s" % (spec.signer_name, CLIENT_SIGNER)
+    pending, issued = _pending(api, lambda spec: spec.get("username") == username)
+    result = dict(approved=[], issued=issued, refused=[])
+    for csr in pending:
+        spec, name = csr["spec"], csr["metadata"]["name"]
+        if spec.get("signerName") != CLIENT_SIGNER:
+            problem = "signer %s is not %s" % (spec.get("signerName"), CLIENT_SIGNER)
         else:
-            problem = check_client_request(spec.request, node, spec.usages or [])
-        verdict = "Denied" if problem else "Approved"
+            problem = check_client_request(spec.get("request") or "", node, spec.get("usages") or [])
         if problem:
-            result["refused"].append({"name": csr.metadata.name, "reason": problem})
+            result["refused"].append({"name": name, "reason": problem})
         else:
-            result["approved"].append(csr.metadata.name)
+            result["approved"].append(name)
         if not check_mode:
-            csr.status = csr.status or k8s.V1CertificateSigningRequestStatus()
-            csr.status.conditions = (csr.status.conditions or []) + [k8s.V1CertificateSigningRequestCondition(
-                type=verdict, status="True", reason=APPROVAL_REASON if not problem else "KubenestNotThisNode",
-                message=("kosmos.kubenest checked the node name against the node returning with this token"
-                         if not problem else problem))]
-            api.replace_certificate_signing_request_approval(csr.metadata.name, csr, _request_timeout=30)
+            if problem:
+                _decide(api, csr, "Denied", "KubenestNotThisNode", problem)
+            else:
+                _decide(api, csr, "Approved", APPROVAL_REASON,
+                        "kosmos.kubenest checked the node name against the node returning with this token")
     return result

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime
 
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import KubeApiError
 from ansible_collections.kosmos.kubenest.plugins.module_utils.selectors import selector_match
 
 GROUP, VERSION, PLURAL = "kosmos.io", "v1alpha1", "globalnodes"
@@ -357,28 +358,27 @@ def transition_patch(node, owner, target, reason, message, at=None, pins=None):
 
 
 class GlobalNodes:
-    """GlobalNode reads and compare-and-swap status writes through a kubernetes ApiClient."""
+    """GlobalNode reads and compare-and-swap status writes through the collection's API client (KubeApi)."""
 
-    def __init__(self, api_client, timeout=30):
-        from kubernetes import client as k8s
+    API_VERSION = "%s/%s" % (GROUP, VERSION)
 
-        self.custom = k8s.CustomObjectsApi(api_client)
-        self.timeout = timeout
+    def __init__(self, api):
+        self.api = api
 
     def list(self):
-        return self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL, _request_timeout=self.timeout)["items"]
+        return self.api.list(self.API_VERSION, "GlobalNode")
 
     def get(self, name):
-        return self.custom.get_cluster_custom_object(GROUP, VERSION, PLURAL, name, _request_timeout=self.timeout)
+        node = self.api.get(self.API_VERSION, "GlobalNode", name)
+        if node is None:
+            raise KubeApiError("GET GlobalNode %s: HTTP 404 Not Found" % name, status=404, reason="Not Found")
+        return node
 
     def write(self, patch, name):
-        from kubernetes.client.rest import ApiException
-
+        path = self.api.path(self.API_VERSION, "GlobalNode", name=name) + "/status"
         try:
-            return self.custom.patch_cluster_custom_object_status(
-                GROUP, VERSION, PLURAL, name, patch, _request_timeout=self.timeout,
-                _content_type="application/merge-patch+json")
-        except ApiException as exc:
+            return self.api.request("PATCH", path, body=patch, content_type="application/merge-patch+json")
+        except KubeApiError as exc:
             if exc.status == 409:
                 raise Conflict(name) from None
             raise

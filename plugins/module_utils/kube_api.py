@@ -2,32 +2,40 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""A small Kubernetes REST client for the collection's controller-side (action) plugins.
+"""The collection's one Kubernetes REST client, for its action plugins, modules and inventory plugin alike.
 
 It needs only the standard library and PyYAML, which Ansible already loads, so a task that talks to the API
-costs a few requests instead of a module process that imports the kubernetes client (about 0.7 s a task).
-It speaks JSON, server-side apply and discovery of one group-version at a time; nothing more.
+costs a few requests instead of a module process that imports the kubernetes client (about 0.7 s a task),
+and a machine that runs a module needs no Kubernetes client installed. It speaks JSON, server-side apply,
+discovery of one group-version at a time and the exec stream of a pod; nothing more.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import http.client
 import json
 import os
 import queue
 import ssl
+import struct
 import tempfile
 import time
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 
-import yaml
 from ansible_collections.kosmos.kubenest.plugins.module_utils.exec_credential import (
     ExecCredentialError,
     ExecPlugin,
 )
 from ansible_collections.kosmos.kubenest.plugins.module_utils.kubeconfig import kubeconfig_path
+
+try:
+    # Ansible itself depends on PyYAML; the guard keeps the import of this file free of anything else.
+    import yaml
+except ImportError:  # pragma: no cover
+    yaml = None
 
 FIELD_MANAGER = "kosmos.kubenest"
 # A busy server's Retry-After is followed this many times, each wait capped.
@@ -35,16 +43,29 @@ RETRIES = 10
 MAX_RETRY_AFTER = 5.0
 METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 IN_CLUSTER_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+# The exec subresource's WebSocket protocol: each message starts with its channel (1 stdout, 2 stderr, 3 the
+# command's Status); RFC 6455 fixes the GUID that proves the server understood the upgrade.
+EXEC_PROTOCOL = "v4.channel.k8s.io"
+WEBSOCKET_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 # Fields that change on every write or belong to the server; left out when comparing before and after.
 _VOLATILE_METADATA = ("resourceVersion", "managedFields", "generation", "creationTimestamp", "uid")
+
+
+# The connection options of the modules and the inventory plugin (documented by the kube_client doc fragment).
+KUBECONFIG_ARGS = dict(
+    kubeconfig=dict(type="path"),
+    context=dict(type="str"),
+)
 
 
 class KubeApiError(Exception):
     """An API request failed: carries the HTTP status and the server's reason, never the request body."""
 
-    def __init__(self, message, status=None, reason=None):
+    def __init__(self, message, status=None, reason=None, server_message=None):
         super().__init__(message)
         self.status = status
+        # The server's own words (which field, which rule), when it gave any.
+        self.server_message = server_message
         self.reason = reason
 
 
@@ -165,6 +186,8 @@ class Connection:
 
     @classmethod
     def from_kubeconfig(cls, path, context=None):
+        if yaml is None:
+            raise ConfigError("reading the kubeconfig %s needs PyYAML on this machine" % path)
         try:
             with open(path, encoding="utf-8") as handle:
                 config = yaml.safe_load(handle)
@@ -248,14 +271,19 @@ class Connection:
         return cls.from_kubeconfig(path, context)
 
 
-def _status_message(status, reason, body):
+def _server_message(body):
+    """The message of a Status answer, cut short; never anything of the request."""
     try:
         message = json.loads(body).get("message")
     except (ValueError, AttributeError):
-        message = None
+        return None
+    return message[:500] if isinstance(message, str) and message else None
+
+
+def _status_message(status, reason, body):
     text = "HTTP %s %s" % (status, reason)
-    # The server's own message names the field and the rule; it is cut short, never the request body.
-    return "%s: %s" % (text, message[:500]) if message else text
+    message = _server_message(body)
+    return "%s: %s" % (text, message) if message else text
 
 
 class _HTTPSConnection(http.client.HTTPSConnection):
@@ -331,7 +359,7 @@ class KubeApi:
             return None
         if status >= 400:
             raise KubeApiError("%s %s: %s" % (method, path, _status_message(status, reason, payload)),
-                               status=status, reason=reason)
+                               status=status, reason=reason, server_message=_server_message(payload))
         return json.loads(payload) if payload else {}
 
     def _headers(self, accept, content_type, data):
@@ -451,6 +479,163 @@ class KubeApi:
             if time.monotonic() >= deadline:
                 raise KubeApiError("%s %s is still there after %ss" % (kind, name, timeout))
             time.sleep(interval)
+
+
+def connect(kubeconfig=None, context=None, timeout=30.0):
+    """A client of the server the kubeconfig names (see Connection.resolve); raises ConfigError."""
+    return KubeApi(Connection.resolve(kubeconfig, context), timeout=timeout)
+
+
+class ExecResult:
+    """What a command run in a container gave: its exit code (None when it did not run) and its output."""
+
+    def __init__(self, code, stdout, stderr, message):
+        self.code, self.stdout, self.stderr, self.message = code, stdout, stderr, message
+
+
+def _exit_code(status):
+    """The exit code a v4 Status message carries (0 on Success), or None with no code in it."""
+    if status.get("status") == "Success":
+        return 0
+    for cause in (status.get("details") or {}).get("causes") or []:
+        if cause.get("reason") == "ExitCode":
+            try:
+                return int(cause.get("message"))
+            except (TypeError, ValueError):
+                return None
+    return None
+
+
+class _WebSocket:
+    """The client end of one RFC 6455 connection, enough for exec: reads messages, answers pings, closes."""
+
+    def __init__(self, sock, deadline):
+        self.sock, self.deadline = sock, deadline
+        self.reader = sock.makefile("rb")
+
+    def _read(self, size, at_boundary=False):
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError()
+        self.sock.settimeout(remaining)
+        data = self.reader.read(size)
+        if at_boundary and not data:
+            return None  # closed between frames, without a close frame: the end all the same
+        if len(data) < size:
+            raise ConnectionResetError("the connection ended inside a frame")
+        return data
+
+    def send(self, opcode, payload=b""):
+        # A client masks every frame it sends (RFC 6455 5.3); control frames are short.
+        mask = os.urandom(4)
+        masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+        self.sock.sendall(bytes([0x80 | opcode, 0x80 | len(payload)]) + mask + masked)
+
+    def messages(self):
+        """Each whole data message, until the server closes."""
+        parts = []
+        while True:
+            head = self._read(2, at_boundary=True)
+            if head is None:
+                return
+            fin, opcode, length = head[0] & 0x80, head[0] & 0x0F, head[1] & 0x7F
+            if length == 126:
+                length = struct.unpack("!H", self._read(2))[0]
+            elif length == 127:
+                length = struct.unpack("!Q", self._read(8))[0]
+            mask = self._read(4) if head[1] & 0x80 else None
+            payload = self._read(length) if length else b""
+            if mask:
+                payload = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+            if opcode == 0x8:
+                return
+            if opcode == 0x9:
+                self.send(0xA, payload)
+            elif opcode in (0x0, 0x1, 0x2):
+                parts.append(payload)
+                if fin:
+                    yield b"".join(parts)
+                    parts = []
+
+    def close(self):
+        try:
+            self.send(0x8, struct.pack("!H", 1000))
+        except OSError:
+            pass
+        self.reader.close()
+        self.sock.close()
+
+
+def _upgrade_answer(reader):
+    """(status, reason, headers, body) of the answer to the upgrade request."""
+    status_line = reader.readline(65537).decode("latin-1")
+    parts = status_line.split(" ", 2)
+    if len(parts) < 2 or not parts[1].isdigit():
+        raise ConnectionResetError("the server answered %r" % status_line[:80])
+    headers = {}
+    while True:
+        line = reader.readline(65537).decode("latin-1").strip()
+        if not line:
+            break
+        key, _sep, value = line.partition(":")
+        headers[key.strip().lower()] = value.strip()
+    body = b""
+    if int(parts[1]) != 101 and headers.get("content-length", "").isdigit():
+        body = reader.read(min(int(headers["content-length"]), 65536))
+    return int(parts[1]), parts[2].strip() if len(parts) > 2 else "", headers, body
+
+
+def exec_in_pod(api, namespace, pod, container, command, timeout):
+    """Run `command` in the container and wait for it, at most `timeout` seconds: an ExecResult. The command's
+    output is kept in memory, so it suits commands that print a bounded answer (a snapshot, a digest)."""
+    path = api.path("v1", "Pod", namespace, pod) + "/exec"
+    query = [("container", container), ("stdout", "true"), ("stderr", "true")] + [("command", c) for c in command]
+    url = api.connection.base_path + path + "?" + urllib.parse.urlencode(query)
+    what = "exec in %s/%s" % (namespace, pod)
+    deadline = time.monotonic() + timeout
+    conn = api._open()  # pylint: disable=protected-access
+    try:
+        conn.connect()  # the proxy tunnel and the TLS handshake, as for any request
+    except OSError as exc:
+        conn.close()
+        raise KubeApiError("%s: cannot reach the API server at %s: %s" % (what, api.connection.server, exc)) from None
+    sock, conn.sock = conn.sock, None
+    key = base64.b64encode(os.urandom(16)).decode()
+    headers = ["GET %s HTTP/1.1" % url, "Host: %s:%s" % (api.connection.host, api.connection.port),
+               "Upgrade: websocket", "Connection: Upgrade", "Sec-WebSocket-Key: " + key,
+               "Sec-WebSocket-Version: 13", "Sec-WebSocket-Protocol: " + EXEC_PROTOCOL, "User-Agent: kosmos.kubenest"]
+    token = api.connection.bearer()
+    if token:
+        headers.append("Authorization: Bearer " + token)
+    stream = _WebSocket(sock, deadline)
+    out, err, status = [], [], None
+    try:
+        sock.settimeout(max(deadline - time.monotonic(), 0.1))
+        sock.sendall(("\r\n".join(headers) + "\r\n\r\n").encode())
+        code, reason, answer, body = _upgrade_answer(stream.reader)
+        if code != 101:
+            raise KubeApiError("%s: %s" % (what, _status_message(code, reason, body)), status=code, reason=reason,
+                               server_message=_server_message(body))
+        accept = base64.b64encode(hashlib.sha1(key.encode() + WEBSOCKET_GUID).digest()).decode()
+        if answer.get("sec-websocket-accept") != accept or answer.get("sec-websocket-protocol") != EXEC_PROTOCOL:
+            raise KubeApiError("%s: the API server did not take up the %s stream" % (what, EXEC_PROTOCOL))
+        for message in stream.messages():
+            channel, data = message[:1], message[1:]
+            if channel == b"\x01":
+                out.append(data)
+            elif channel == b"\x02":
+                err.append(data)
+            elif channel == b"\x03" and data:
+                status = json.loads(data.decode("utf-8", "replace"))
+    except TimeoutError:
+        raise KubeApiError("%s: the command did not end within %ss" % (what, timeout)) from None
+    except (OSError, ValueError) as exc:
+        raise KubeApiError("%s: the stream broke off: %s" % (what, exc)) from None
+    finally:
+        stream.close()
+    if status is None:
+        raise KubeApiError("%s: the stream ended without the command's exit status" % what)
+    return ExecResult(_exit_code(status), b"".join(out), b"".join(err), status.get("message") or "")
 
 
 class ClientPool:

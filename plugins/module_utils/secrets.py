@@ -2,8 +2,8 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""Secrets that hold generated credentials, over the controller-side API client: written only when their
-content differs, and replaced with compare-and-swap on the resourceVersion that was read."""
+"""Secrets that hold generated credentials, over the collection's API client: written only when their content
+differs, and replaced with compare-and-swap on the resourceVersion that was read."""
 
 from __future__ import annotations
 

@@ -100,21 +100,18 @@ from ansible_collections.kosmos.kubenest.plugins.module_utils.etcd_backup_file i
     HAS_CRYPTOGRAPHY,
     KIND,
     VC_GROUP,
-    VC_PLURAL,
     VC_VERSION,
     BackupFileError,
     seal,
     snapshot_is_whole,
 )
 from ansible_collections.kosmos.kubenest.plugins.module_utils.files import write_atomic
-from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_client import (
-    HAS_KUBERNETES,
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import (
     KUBECONFIG_ARGS,
-    KUBERNETES_IMPORT_ERROR,
-    ApiException,
-    KubeClientError,
-    api_client,
-    describe,
+    ConfigError,
+    KubeApiError,
+    connect,
+    exec_in_pod,
 )
 
 PKI = "/etc/etcd/pki"
@@ -128,39 +125,26 @@ class BackupError(Exception):
     pass
 
 
-def ready_member(core, namespace, name):
+def ready_member(api, namespace, name):
     """A running etcd pod of the virtual cluster whose containers are ready, member 0 first."""
-    pods = core.list_namespaced_pod(
-        namespace, label_selector="kosmos.io/virtualcluster=%s,app.kubernetes.io/component=etcd" % name,
-        _request_timeout=30).items
-    for pod in sorted(pods, key=lambda p: p.metadata.name):
-        statuses = (pod.status.container_statuses or []) if pod.status else []
-        if pod.status.phase == "Running" and statuses and all(s.ready for s in statuses):
-            return pod.metadata.name
+    pods = api.list("v1", "Pod", namespace,
+                    label_selector="kosmos.io/virtualcluster=%s,app.kubernetes.io/component=etcd" % name)
+    for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
+        status = pod.get("status") or {}
+        statuses = status.get("containerStatuses") or []
+        if status.get("phase") == "Running" and statuses and all(s.get("ready") for s in statuses):
+            return pod["metadata"]["name"]
     raise BackupError("VirtualCluster %s/%s has no ready etcd member to take a snapshot from (%d pod(s))"
                       % (namespace, name, len(pods)))
 
 
-def stream_snapshot(core, namespace, pod, timeout):
-    from kubernetes.stream import stream
-
-    resp = stream(core.connect_get_namespaced_pod_exec, pod, namespace, container="etcd", command=SAVE,
-                  stdin=False, stdout=True, stderr=True, tty=False, _preload_content=False)
-    out, err = [], []
+def stream_snapshot(api, namespace, pod, timeout):
+    ran = exec_in_pod(api, namespace, pod, "etcd", SAVE, timeout)
+    message = ran.stderr.decode("utf-8", "replace").strip()[-500:] or ran.message
+    if ran.code != 0:
+        raise BackupError("the snapshot in %s/%s failed (exit %s): %s" % (namespace, pod, ran.code, message))
     try:
-        resp.run_forever(timeout=timeout)
-        while resp.peek_stdout():
-            out.append(resp.read_stdout())
-        while resp.peek_stderr():
-            err.append(resp.read_stderr())
-        code = resp.returncode
-    finally:
-        resp.close()
-    message = "".join(err).strip()[-500:]
-    if code != 0:
-        raise BackupError("the snapshot in %s/%s failed (exit %s): %s" % (namespace, pod, code, message))
-    try:
-        snapshot = base64.b64decode("".join(out), validate=False)
+        snapshot = base64.b64decode(ran.stdout, validate=False)
     except ValueError:
         raise BackupError("the snapshot stream from %s/%s is not base64" % (namespace, pod)) from None
     if not snapshot_is_whole(snapshot):
@@ -169,34 +153,31 @@ def stream_snapshot(core, namespace, pod, timeout):
     return snapshot, message
 
 
-def secret_data(core, namespace, name):
-    try:
-        return dict(core.read_namespaced_secret(name, namespace, _request_timeout=30).data or {})
-    except ApiException as exc:
-        if exc.status == 404:
-            raise BackupError("Secret %s/%s is missing: the virtual cluster's PKI cannot be backed up"
-                              % (namespace, name)) from None
-        raise
+def secret_data(api, namespace, name):
+    secret = api.get("v1", "Secret", name, namespace)
+    if secret is None:
+        raise BackupError("Secret %s/%s is missing: the virtual cluster's PKI cannot be backed up" % (namespace, name))
+    return dict(secret.get("data") or {})
 
 
 def backup(module, p):
-    from kubernetes import client as k8s
-
     if os.path.exists(p["dest"]) and not p["force"]:
         raise BackupError("%s exists; choose another file or set force" % p["dest"])
     if not os.path.isdir(os.path.dirname(os.path.abspath(p["dest"]))):
         raise BackupError("the directory of %s does not exist" % p["dest"])
-    client = api_client(p["kubeconfig"], p["context"])
-    core, custom = k8s.CoreV1Api(client), k8s.CustomObjectsApi(client)
+    api = connect(p["kubeconfig"], p["context"])
     try:
-        vc = custom.get_namespaced_custom_object(VC_GROUP, VC_VERSION, p["namespace"], VC_PLURAL, p["name"],
-                                                 _request_timeout=30)
-    except ApiException as exc:
-        if exc.status == 404:
-            raise BackupError("VirtualCluster %s/%s not found" % (p["namespace"], p["name"])) from None
-        raise
-    member = ready_member(core, p["namespace"], p["name"])
-    snapshot, note = stream_snapshot(core, p["namespace"], member, p["timeout"])
+        return _backup(module, api, p)
+    finally:
+        api.close()
+
+
+def _backup(module, api, p):
+    vc = api.get("%s/%s" % (VC_GROUP, VC_VERSION), "VirtualCluster", p["name"], p["namespace"])
+    if vc is None:
+        raise BackupError("VirtualCluster %s/%s not found" % (p["namespace"], p["name"]))
+    member = ready_member(api, p["namespace"], p["name"])
+    snapshot, note = stream_snapshot(api, p["namespace"], member, p["timeout"])
     digest = hashlib.sha256(snapshot).hexdigest()
     spec = dict((k, v) for k, v in (vc.get("spec") or {}).items() if k not in NOT_BACKED_UP_SPEC)
     document = {
@@ -205,8 +186,8 @@ def backup(module, p):
         "virtualCluster": {"name": p["name"], "namespace": p["namespace"], "uid": vc["metadata"].get("uid"),
                            "spec": spec,
                            "kubernetesVersion": (vc.get("status") or {}).get("kubernetesVersion")},
-        "secrets": {"pki": secret_data(core, p["namespace"], "%s-pki" % p["name"]),
-                    "etcd-pki": secret_data(core, p["namespace"], "%s-etcd-pki" % p["name"])},
+        "secrets": {"pki": secret_data(api, p["namespace"], "%s-pki" % p["name"]),
+                    "etcd-pki": secret_data(api, p["namespace"], "%s-etcd-pki" % p["name"])},
         "etcd": {"member": member, "note": note, "sha256": digest,
                  "snapshot": base64.b64encode(snapshot).decode()},
     }
@@ -230,17 +211,15 @@ def main():
         ),
         supports_check_mode=True,
     )
-    if not HAS_KUBERNETES:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
     if module.params["passphrase"] and not HAS_CRYPTOGRAPHY:
         module.fail_json(msg=missing_required_lib("cryptography"))
     try:
         result = backup(module, module.params)
-    except (BackupError, BackupFileError, KubeClientError) as exc:
+    except (BackupError, BackupFileError, ConfigError) as exc:
         module.fail_json(msg=str(exc))
-    except ApiException as exc:
+    except KubeApiError as exc:
         module.fail_json(msg="backup of VirtualCluster %s/%s: API call failed: %s"
-                         % (module.params["namespace"], module.params["name"], describe(exc)))
+                         % (module.params["namespace"], module.params["name"], exc))
     module.exit_json(**result)
 
 

@@ -88,7 +88,6 @@ backed_up_from:
 
 import base64
 import copy
-import json
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.kosmos.kubenest.plugins.module_utils.etcd_backup_file import (
@@ -97,21 +96,17 @@ from ansible_collections.kosmos.kubenest.plugins.module_utils.etcd_backup_file i
     MAX_CHUNKS,
     RESTORE_ANNOTATION,
     VC_GROUP,
-    VC_PLURAL,
     VC_VERSION,
     BackupFileError,
     restore_chunk_names,
     snapshot_of,
     unseal,
 )
-from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_client import (
-    HAS_KUBERNETES,
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import (
     KUBECONFIG_ARGS,
-    KUBERNETES_IMPORT_ERROR,
-    ApiException,
-    KubeClientError,
-    api_client,
-    describe,
+    ConfigError,
+    KubeApiError,
+    connect,
 )
 
 SECRETS = (("pki", "%s-pki", "control-plane"), ("etcd-pki", "%s-etcd-pki", "etcd"))
@@ -126,36 +121,25 @@ def labels(name, component):
             "kosmos.io/virtualcluster": name, "app.kubernetes.io/component": component}
 
 
-def _exists(read, *args):
-    try:
-        read(*args, _request_timeout=30)
-    except ApiException as exc:
-        if exc.status == 404:
-            return False
-        raise
-    return True
+VC_API_VERSION = "%s/%s" % (VC_GROUP, VC_VERSION)
 
 
-def conflicts(core, custom, namespace, name, secret_names):
+def conflicts(api, namespace, name, secret_names):
     """What exists already under the names the restore would create."""
     found = []
-    if _exists(custom.get_namespaced_custom_object, VC_GROUP, VC_VERSION, namespace, VC_PLURAL, name):
+    if api.get(VC_API_VERSION, "VirtualCluster", name, namespace) is not None:
         found.append("VirtualCluster %s/%s" % (namespace, name))
     found += ["Secret %s/%s" % (namespace, s) for s in secret_names
-              if _exists(core.read_namespaced_secret, s, namespace)]
+              if api.get("v1", "Secret", s, namespace) is not None]
     return found
 
 
-def _message(exc):
-    try:
-        return json.loads(exc.body).get("message") or describe(exc)
-    except (TypeError, ValueError, AttributeError):
-        return describe(exc)
+def secret(name, namespace, owner, labels_, data):
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "data": data,
+            "metadata": {"name": name, "namespace": namespace, "ownerReferences": owner, "labels": labels_}}
 
 
 def restore(module, p):
-    from kubernetes import client as k8s
-
     try:
         with open(p["src"], "rb") as fh:
             document = unseal(fh.read(), p["passphrase"])
@@ -172,9 +156,16 @@ def restore(module, p):
     result = dict(changed=True, name=name, namespace=namespace, uid="", chunks=len(chunks),
                   sha256=document["etcd"]["sha256"],
                   backed_up_from="%s/%s" % (source.get("namespace"), source.get("name")))
-    client = api_client(p["kubeconfig"], p["context"])
-    core, custom = k8s.CoreV1Api(client), k8s.CustomObjectsApi(client)
-    found = conflicts(core, custom, namespace, name, [pattern % name for _key, pattern, _c in SECRETS] + names)
+    api = connect(p["kubeconfig"], p["context"])
+    try:
+        return _restore(module, api, result, document, chunks, names)
+    finally:
+        api.close()
+
+
+def _restore(module, api, result, document, chunks, names):
+    source, namespace, name = document["virtualCluster"], result["namespace"], result["name"]
+    found = conflicts(api, namespace, name, [pattern % name for _key, pattern, _c in SECRETS] + names)
     if found:
         raise RestoreError("%s already exist; a restore creates a new virtual cluster and takes nothing over"
                            % ", ".join(found))
@@ -185,37 +176,32 @@ def restore(module, p):
         # The snapshot was written by that version's apiserver: start the same one.
         spec["kubernetesVersion"] = source["kubernetesVersion"]
     try:
-        vc = custom.create_namespaced_custom_object(VC_GROUP, VC_VERSION, namespace, VC_PLURAL, {
-            "apiVersion": "%s/%s" % (VC_GROUP, VC_VERSION), "kind": "VirtualCluster",
+        vc = api.create({
+            "apiVersion": VC_API_VERSION, "kind": "VirtualCluster",
             "metadata": {"name": name, "namespace": namespace, "annotations": {RESTORE_ANNOTATION: "pending"}},
-            "spec": spec}, _request_timeout=30)
-    except ApiException as exc:
+            "spec": spec})
+    except KubeApiError as exc:
         if exc.status in (400, 422):  # the API's own words on a spec or name it refuses (no Secret in them)
-            raise RestoreError("the VirtualCluster %s/%s is refused: %s" % (namespace, name, _message(exc))) from None
+            raise RestoreError("the VirtualCluster %s/%s is refused: %s"
+                               % (namespace, name, exc.server_message or exc)) from None
         raise
     result["uid"] = uid = vc["metadata"]["uid"]
-    owner = [k8s.V1OwnerReference(api_version="%s/%s" % (VC_GROUP, VC_VERSION), kind="VirtualCluster", name=name,
-                                  uid=uid, controller=True, block_owner_deletion=True)]
+    owner = [{"apiVersion": VC_API_VERSION, "kind": "VirtualCluster", "name": name, "uid": uid, "controller": True,
+              "blockOwnerDeletion": True}]
     try:
         for key, pattern, component in SECRETS:
-            core.create_namespaced_secret(namespace, k8s.V1Secret(
-                metadata=k8s.V1ObjectMeta(name=pattern % name, namespace=namespace, owner_references=owner,
-                                          labels=labels(name, component)),
-                type="Opaque", data=document["secrets"].get(key) or {}), _request_timeout=30)
-        for index, secret in enumerate(names):
-            core.create_namespaced_secret(namespace, k8s.V1Secret(
-                metadata=k8s.V1ObjectMeta(name=secret, namespace=namespace, owner_references=owner,
-                                          labels=labels(name, "etcd")),
-                type="Opaque", data={"chunk": base64.b64encode(chunks[index]).decode()}), _request_timeout=30)
-        custom.patch_namespaced_custom_object(VC_GROUP, VC_VERSION, namespace, VC_PLURAL, name, {"metadata": {
-            "annotations": {RESTORE_ANNOTATION: "%s/%d" % (result["sha256"], len(chunks))}}},
-            _request_timeout=30)
+            api.create(secret(pattern % name, namespace, owner, labels(name, component),
+                              document["secrets"].get(key) or {}))
+        for index, chunk_name in enumerate(names):
+            api.create(secret(chunk_name, namespace, owner, labels(name, "etcd"),
+                              {"chunk": base64.b64encode(chunks[index]).decode()}))
+        api.merge_patch(VC_API_VERSION, "VirtualCluster", name, namespace, {"metadata": {
+            "annotations": {RESTORE_ANNOTATION: "%s/%d" % (result["sha256"], len(chunks))}}})
     except BaseException:
         # Nothing half-restored stays behind: the Secrets written so far go with their owner.
         try:
-            custom.delete_namespaced_custom_object(VC_GROUP, VC_VERSION, namespace, VC_PLURAL, name,
-                                                   _request_timeout=30)
-        except ApiException:
+            api.delete(VC_API_VERSION, "VirtualCluster", name, namespace)
+        except KubeApiError:
             pass
         raise
     return result
@@ -232,17 +218,14 @@ def main():
         ),
         supports_check_mode=True,
     )
-    if not HAS_KUBERNETES:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
     if module.params["passphrase"] and not HAS_CRYPTOGRAPHY:
         module.fail_json(msg=missing_required_lib("cryptography"))
     try:
         result = restore(module, module.params)
-    except (RestoreError, BackupFileError, KubeClientError) as exc:
+    except (RestoreError, BackupFileError, ConfigError) as exc:
         module.fail_json(msg=str(exc))
-    except ApiException as exc:
-        module.fail_json(msg="restore into VirtualCluster %s: API call failed: %s"
-                         % (module.params["name"], describe(exc)))
+    except KubeApiError as exc:
+        module.fail_json(msg="restore into VirtualCluster %s: API call failed: %s" % (module.params["name"], exc))
     module.exit_json(**result)
 
 

@@ -83,14 +83,11 @@ from ansible_collections.kosmos.kubenest.plugins.module_utils.csr import (
     approve_client_requests,
     refusals,
 )
-from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_client import (
-    HAS_KUBERNETES,
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import (
     KUBECONFIG_ARGS,
-    KUBERNETES_IMPORT_ERROR,
-    ApiException,
-    KubeClientError,
-    api_client,
-    describe,
+    ConfigError,
+    KubeApiError,
+    connect,
 )
 
 TOKEN_ID = re.compile(r"^[a-z0-9]{6}$")
@@ -106,8 +103,6 @@ def main():
         ),
         supports_check_mode=True,
     )
-    if not HAS_KUBERNETES:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
     if not HAS_CRYPTOGRAPHY:
         module.fail_json(msg=missing_required_lib("cryptography"))
     p = module.params
@@ -116,14 +111,15 @@ def main():
         module.fail_json(msg="token_id %r is not a bootstrap token ID (6 characters a-z or 0-9)" % token_id)
     result = dict(changed=False, approved=[], issued=[], refused=[])
     try:
-        from kubernetes import client as k8s
-
-        api = k8s.CertificatesV1Api(api_client(p["kubeconfig"], p["context"]))
-        result.update(approve_client_requests(k8s, api, node, "system:bootstrap:%s" % token_id, module.check_mode))
-    except KubeClientError as exc:
+        api = connect(p["kubeconfig"], p["context"])
+        try:
+            result.update(approve_client_requests(api, node, "system:bootstrap:%s" % token_id, module.check_mode))
+        finally:
+            api.close()
+    except ConfigError as exc:
         module.fail_json(msg=str(exc), **result)
-    except ApiException as exc:
-        module.fail_json(msg="CertificateSigningRequest API call failed: %s" % describe(exc), **result)
+    except KubeApiError as exc:
+        module.fail_json(msg="CertificateSigningRequest API call failed: %s" % exc, **result)
     result["changed"] = bool(result["approved"] or result["refused"])
     if p["require"] and not (result["approved"] or result["issued"]):
         why = refusals(result)

@@ -70,14 +70,11 @@ from ansible_collections.kosmos.kubenest.plugins.module_utils.csr import (
     approve_serving_requests,
     refusals,
 )
-from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_client import (
-    HAS_KUBERNETES,
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import (
     KUBECONFIG_ARGS,
-    KUBERNETES_IMPORT_ERROR,
-    ApiException,
-    KubeClientError,
-    api_client,
-    describe,
+    ConfigError,
+    KubeApiError,
+    connect,
 )
 
 
@@ -92,23 +89,21 @@ def main():
         ),
         supports_check_mode=True,
     )
-    if not HAS_KUBERNETES:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
     if not HAS_CRYPTOGRAPHY:
         module.fail_json(msg=missing_required_lib("cryptography"))
     p = module.params
     node = p["node"]
     result = dict(changed=False, approved=[], issued=[], refused=[])
     try:
-        from kubernetes import client as k8s
-
-        api = k8s.CertificatesV1Api(api_client(p["kubeconfig"], p["context"]))
-        result.update(approve_serving_requests(k8s, api, node, p["ip_addresses"], p["dns_names"],
-                                               module.check_mode))
-    except KubeClientError as exc:
+        api = connect(p["kubeconfig"], p["context"])
+        try:
+            result.update(approve_serving_requests(api, node, p["ip_addresses"], p["dns_names"], module.check_mode))
+        finally:
+            api.close()
+    except ConfigError as exc:
         module.fail_json(msg=str(exc), **result)
-    except ApiException as exc:
-        module.fail_json(msg="CertificateSigningRequest API call failed: %s" % describe(exc), **result)
+    except KubeApiError as exc:
+        module.fail_json(msg="CertificateSigningRequest API call failed: %s" % exc, **result)
     result["changed"] = bool(result["approved"])
     if p["require"] and not (result["approved"] or result["issued"]):
         why = refusals(result)

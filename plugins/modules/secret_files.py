@@ -95,23 +95,20 @@ keys:
 import base64
 import os
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.kosmos.kubenest.plugins.module_utils.files import is_file_name, write_atomic
-from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_client import (
-    HAS_KUBERNETES,
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import (
     KUBECONFIG_ARGS,
-    KUBERNETES_IMPORT_ERROR,
-    ApiException,
-    KubeClientError,
-    api_client,
-    describe,
+    ConfigError,
+    KubeApiError,
+    connect,
 )
 from ansible_collections.kosmos.kubenest.plugins.module_utils.secrets import put_secret, read_secret
 
 
-def restore(module, core, p):
-    secret = read_secret(core, p["namespace"], p["name"])
-    data = (secret.data or {}) if secret is not None else {}
+def restore(module, api, p):
+    secret = read_secret(api, p["namespace"], p["name"])
+    data = (secret.get("data") or {}) if secret is not None else {}
     bad = sorted(k for k in data if not is_file_name(k))
     if bad:
         module.fail_json(msg="Secret %s/%s has keys that are not file names: %s" % (p["namespace"], p["name"], bad))
@@ -121,7 +118,7 @@ def restore(module, core, p):
     return dict(changed=bool(data), found=secret is not None, keys=sorted(data))
 
 
-def store(module, k8s, core, p):
+def store(module, api, p):
     bad = sorted(f for f in p["files"] if not is_file_name(f))
     if bad:
         module.fail_json(msg="files: not file names: %s" % bad)
@@ -132,8 +129,8 @@ def store(module, k8s, core, p):
     for name in p["files"]:
         with open(os.path.join(p["directory"], name), "rb") as fh:
             data[name] = base64.b64encode(fh.read()).decode()
-    secret = read_secret(core, p["namespace"], p["name"])
-    changed = put_secret(k8s, core, secret, p["namespace"], p["name"], data, p["labels"], p["owner_references"],
+    secret = read_secret(api, p["namespace"], p["name"])
+    changed = put_secret(api, secret, p["namespace"], p["name"], data, p["labels"], p["owner_references"],
                          check_mode=module.check_mode)
     return dict(changed=changed, found=secret is not None, keys=sorted(data))
 
@@ -152,23 +149,19 @@ def main():
         ),
         supports_check_mode=True,
     )
-    if not HAS_KUBERNETES:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
     p = module.params
     if not os.path.isdir(p["directory"]):
         module.fail_json(msg="directory %s does not exist" % p["directory"])
     try:
-        from kubernetes import client as k8s
-
-        core = k8s.CoreV1Api(api_client(p["kubeconfig"], p["context"]))
-        if p["state"] == "restored":
-            result = restore(module, core, p)
-        else:
-            result = store(module, k8s, core, p)
-    except KubeClientError as exc:
+        api = connect(p["kubeconfig"], p["context"])
+        try:
+            result = restore(module, api, p) if p["state"] == "restored" else store(module, api, p)
+        finally:
+            api.close()
+    except ConfigError as exc:
         module.fail_json(msg=str(exc))
-    except ApiException as exc:
-        module.fail_json(msg="Secret %s/%s: API call failed: %s" % (p["namespace"], p["name"], describe(exc)))
+    except KubeApiError as exc:
+        module.fail_json(msg="Secret %s/%s: API call failed: %s" % (p["namespace"], p["name"], exc))
     module.exit_json(**result)
 
 

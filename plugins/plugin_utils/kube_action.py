@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
-from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_api import Connection, KubeApi, KubeApiError
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import Connection, KubeApi, KubeApiError
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.plain_data import NotPlainData, to_plain
 
 CONNECTION_SPEC = dict(

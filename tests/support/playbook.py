@@ -67,10 +67,10 @@ def write_play(path: Path, tasks: list, hosts: str = "all", **play) -> Path:
 
 
 def run_module(module: str, kubeconfig: Path, /, check: bool = False, diff: bool = False,
-               **args) -> tuple[int, dict, str]:
+               extra_env: dict | None = None, **args) -> tuple[int, dict, str]:
     """One ad-hoc run of the collection module `module` on localhost: (rc, its result, ansible's stdout)."""
     env = {**os.environ, "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
-           "ANSIBLE_NOCOLOR": "1"}
+           "ANSIBLE_NOCOLOR": "1", **(extra_env or {})}
     argv = [str(VENV_BIN / "ansible"), "localhost", "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}",
             "-m", f"kosmos.kubenest.{module}", "-a", json.dumps({"kubeconfig": str(kubeconfig), **args})]
     argv += ["--check"] * check + ["--diff"] * diff

@@ -13,9 +13,10 @@ import shutil
 import kubernetes
 import pytest
 import yaml
-from ansible_collections.kosmos.kubenest.plugins.module_utils import kube_client, pki
+from ansible_collections.kosmos.kubenest.plugins.module_utils import kube_api, pki
 
 from kubenest_operator import kube as operator_kube
+from kubenest_operator import sdk_config
 from tests.support.exec_plugin import V1, credential, in_minutes, plugin_dir, runs
 from tests.support.http_proxy import TinyProxy
 from tests.support.playbook import run_module
@@ -93,9 +94,11 @@ def test_a_client_certificate_from_an_exec_plugin_works_for_every_client(apiserv
     path = exec_kubeconfig(apiserver, tmp_path)
     rc, result, _out = run_module("kube_info", path, kind="Namespace", name=NS)
     assert rc == 0 and result["resources"][0]["metadata"]["name"] == NS, result
-    # The modules' client (the kubernetes SDK) and the operator's, with the credential from the same code.
-    modules_client = kubernetes.client.CoreV1Api(kube_client.api_client(str(path)))
-    assert NS in {n.metadata.name for n in modules_client.list_namespace().items}
+    # The collection's client in a process of its own (as a module or the inventory plugin runs it) and the
+    # operator's (the kubernetes SDK), with the credential from the same code.
+    modules_client = kube_api.connect(str(path))
+    assert NS in {n["metadata"]["name"] for n in modules_client.list("v1", "Namespace")}
+    modules_client.close()
     configuration = operator_kube.load_configuration(str(path))
     info = operator_kube.connection_info(configuration)
     with open(info.certificate_path, "rb") as handle:
@@ -127,7 +130,7 @@ def test_an_api_server_behind_an_http_proxy(apiserver, core, tmp_path, proxy):
     assert rc == 0 and result["changed"], result
     assert proxy.password not in out
     assert "CONNECT" in proxy.log() and f"127.0.0.1:{apiserver.port}" in proxy.log()
-    configuration = kube_client.load_configuration(str(path))
+    configuration = sdk_config.load_configuration(str(path))
     assert kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(configuration)) \
         .read_namespaced_config_map("through-the-proxy", NS).data == {"a": "1"}
     assert len(runs(bin_dir)) == 2

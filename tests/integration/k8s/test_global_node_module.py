@@ -9,9 +9,8 @@ import kubernetes
 import pytest
 from kubernetes.client.rest import ApiException
 
+from tests.support.globalnodes import GROUP, PLURAL, VERSION, put_globalnode
 from tests.support.playbook import run_module
-
-GROUP, VERSION, PLURAL = "kosmos.io", "v1alpha1", "globalnodes"
 
 
 @pytest.fixture(scope="module")
@@ -20,15 +19,8 @@ def globalnodes(api_client, kosmos_crds):
     addresses = itertools.count(20)  # one address per node, as kubelets report them
 
     def make(name, labels, state="free", address=None):
-        try:
-            api.delete_cluster_custom_object(GROUP, VERSION, PLURAL, name)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-        api.create_cluster_custom_object(GROUP, VERSION, PLURAL, {
-            "apiVersion": f"{GROUP}/{VERSION}", "kind": "GlobalNode", "metadata": {"name": name},
-            "spec": {"nodeIP": address or f"198.18.0.{next(addresses)}", "labels": labels}})
-        api.patch_cluster_custom_object_status(GROUP, VERSION, PLURAL, name, {"status": {"state": state}})
+        put_globalnode(api, name, {"nodeIP": address or f"198.18.0.{next(addresses)}", "labels": labels},
+                       {"state": state})
 
     api.make = make
     return api

@@ -8,30 +8,20 @@ import sys
 from pathlib import Path
 
 import kubernetes
-from kubernetes.client.rest import ApiException
 
 from kubenest_operator.extravars import dump_unsafe
 from tests.support.agentproc import AgentProcess, free_port
+from tests.support.globalnodes import GROUP, PLURAL, VERSION, put_globalnode
 
 REPO = Path(__file__).resolve().parents[3]
 ANSIBLE_PLAYBOOK = str(Path(sys.executable).parent / "ansible-playbook")
-GROUP, VERSION, PLURAL = "kosmos.io", "v1alpha1", "globalnodes"
 NODE, OWNER = "gm-unreachable", "gone-ns/vc1"
 
 
 def test_deleting_a_virtual_cluster_holds_a_node_whose_agent_does_not_answer_and_finishes(
         api_client, kosmos_crds, apiserver, tmp_path):
     api = kubernetes.client.CustomObjectsApi(api_client)
-    try:
-        api.delete_cluster_custom_object(GROUP, VERSION, PLURAL, NODE)
-    except ApiException as exc:
-        if exc.status != 404:
-            raise
-    api.create_cluster_custom_object(GROUP, VERSION, PLURAL, {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "GlobalNode", "metadata": {"name": NODE},
-        "spec": {"nodeIP": "127.0.0.1", "labels": {}}})
-    api.patch_cluster_custom_object_status(GROUP, VERSION, PLURAL, NODE,
-                                           {"status": {"state": "occupied", "virtualCluster": OWNER}})
+    put_globalnode(api, NODE, {"nodeIP": "127.0.0.1", "labels": {}}, {"state": "occupied", "virtualCluster": OWNER})
     files = AgentProcess.with_fresh_pki(tmp_path / "node").client_files  # credentials, and no agent listening
     extravars = tmp_path / "vc.yml"
     extravars.write_text(dump_unsafe({

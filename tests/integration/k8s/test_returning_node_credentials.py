@@ -14,6 +14,7 @@ from pathlib import Path
 import kubernetes
 import pytest
 import yaml
+from ansible_collections.kosmos.kubenest.plugins.module_utils import kube_api
 from ansible_collections.kosmos.kubenest.plugins.module_utils.csr import CLIENT_SIGNER, approve_client_requests
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -103,8 +104,10 @@ def _conditions(api, name: str) -> list[str]:
     return [c.type for c in (status.conditions or [])]
 
 
-def test_the_return_approves_its_nodes_name_and_denies_anything_else_asked_with_the_token(host):
+def test_the_return_approves_its_nodes_name_and_denies_anything_else_asked_with_the_token(host, apiserver):
     from kubernetes import client as k8s
+
+    approver = kube_api.connect(str(apiserver.kubeconfig))  # the client kubelet_client_csr uses
 
     admin = k8s.CertificatesV1Api(host)
     token = k8s.CertificatesV1Api(_as_token(host))
@@ -115,10 +118,10 @@ def test_the_return_approves_its_nodes_name_and_denies_anything_else_asked_with_
     _csr(admin, admin, "rtn-someone-else", f"system:node:{NODE}")  # not made with the node's token: not ours to judge
     assert k8s.CertificatesV1Api(host).read_certificate_signing_request("rtn-own").spec.username == USER
 
-    planned = approve_client_requests(k8s, admin, NODE, USER, check_mode=True)
+    planned = approve_client_requests(approver, NODE, USER, check_mode=True)
     assert planned["approved"] == ["rtn-own"] and _conditions(admin, "rtn-own") == []
 
-    result = approve_client_requests(k8s, admin, NODE, USER)
+    result = approve_client_requests(approver, NODE, USER)
     assert result["approved"] == ["rtn-own"]
     refused = {r["name"]: r["reason"] for r in result["refused"]}
     assert set(refused) == {"rtn-other-node", "rtn-serving"}
@@ -128,7 +131,7 @@ def test_the_return_approves_its_nodes_name_and_denies_anything_else_asked_with_
     assert _conditions(admin, "rtn-other-node") == ["Denied"] and _conditions(admin, "rtn-serving") == ["Denied"]
     assert _conditions(admin, "rtn-someone-else") == []
 
-    again = approve_client_requests(k8s, admin, NODE, USER)  # idempotent: nothing left to judge
+    again = approve_client_requests(approver, NODE, USER)  # idempotent: nothing left to judge
     assert again == {"approved": [], "issued": ["rtn-own"], "refused": []}
     for name in ("rtn-own", "rtn-other-node", "rtn-serving", "rtn-someone-else"):
         admin.delete_certificate_signing_request(name)

@@ -11,11 +11,12 @@ import os
 import threading
 import time
 
+import kubernetes
 import pytest
 import yaml
-from ansible_collections.kosmos.kubenest.plugins.module_utils import exec_credential, kube_client
-from ansible_collections.kosmos.kubenest.plugins.plugin_utils import kube_api
+from ansible_collections.kosmos.kubenest.plugins.module_utils import exec_credential, kube_api
 
+from kubenest_operator import sdk_config
 from tests.support.exec_plugin import V1, credential, in_minutes, plugin_dir, runs
 
 CA = b"-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n"
@@ -194,23 +195,22 @@ def test_a_second_refusal_stands(tmp_path, token_checking):
 def test_the_sdk_client_takes_the_credential_from_the_same_implementation(tmp_path, token_checking):
     bin_dir = plugin_dir(tmp_path, credential({"token": "old", "expirationTimestamp": in_minutes(-1)}),
                          credential({"token": "good"}))
-    configuration = kube_client.load_configuration(str(exec_kubeconfig(tmp_path, server=token_checking)))
+    configuration = sdk_config.load_configuration(str(exec_kubeconfig(tmp_path, server=token_checking)))
     assert configuration.get_api_key_with_prefix("BearerToken") == "Bearer good"  # the expired one was renewed
-    client = kube_client.k8s.ApiClient(configuration)
-    assert kube_client.k8s.CoreV1Api(client).list_node().items == []
+    client = kubernetes.client.ApiClient(configuration)
+    assert kubernetes.client.CoreV1Api(client).list_node().items == []
     assert _TokenChecking.seen == ["Bearer good"] and len(runs(bin_dir)) == 2
 
 
 def test_the_sdk_client_reports_a_failing_plugin_where_the_kubeconfig_is_loaded(tmp_path):
     plugin_dir(tmp_path, {"exit": 1, "stderr": "no session"})
-    with pytest.raises(kube_client.KubeClientError, match="cannot load the kubeconfig .*exited with status 1: no "
-                                                          "session"):
-        kube_client.load_configuration(str(exec_kubeconfig(tmp_path, server="http://127.0.0.1:1")))
+    with pytest.raises(sdk_config.KubeClientError, match="cannot load the kubeconfig .*exited with status 1: no session"):
+        sdk_config.load_configuration(str(exec_kubeconfig(tmp_path, server="http://127.0.0.1:1")))
 
 
 def test_the_sdk_client_writes_a_plugin_certificate_to_private_files(tmp_path):
     plugin_dir(tmp_path, credential({"clientCertificateData": "CERT PEM", "clientKeyData": "KEY PEM"}))
-    configuration = kube_client.load_configuration(str(exec_kubeconfig(tmp_path, server="http://127.0.0.1:1")))
+    configuration = sdk_config.load_configuration(str(exec_kubeconfig(tmp_path, server="http://127.0.0.1:1")))
     with open(configuration.key_file, encoding="utf-8") as handle:
         assert handle.read() == "KEY PEM"
     assert os.stat(configuration.key_file).st_mode & 0o077 == 0

@@ -9,8 +9,8 @@ import threading
 
 import pytest
 import yaml
+from ansible_collections.kosmos.kubenest.plugins.module_utils import kube_api
 from ansible_collections.kosmos.kubenest.plugins.module_utils.kubeconfig import kubeconfig_path
-from ansible_collections.kosmos.kubenest.plugins.plugin_utils import kube_api
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_action import plain
 
 
