@@ -84,7 +84,7 @@ def build_extravars(body: Mapping[str, Any], state: str, host_kubeconfig: str | 
         extravars["node_promote_exclude"] = [own_node]
     if allowed_registries:  # the playbook refuses other registries (kosmos.kubenest.virtualcluster_problems)
         extravars["kubenest_allowed_registries"] = list(allowed_registries)
-    # In-cluster the playbooks' kubernetes.core modules find the service account themselves.
+    # In-cluster the collection's API client finds the service account itself.
     if host_kubeconfig:
         extravars["kubenest_host_kubeconfig"] = host_kubeconfig
     return extravars

@@ -87,7 +87,7 @@ def run_environment(collections_path: str | None, tmp_dir: Path, config: Path | 
         "ANSIBLE_LOCAL_TEMP": str(tmp_dir),
         # API-side modules run locally: sent over stdin, not written and chmod-ed first (~0.1 s per task).
         "ANSIBLE_PIPELINING": "True",
-        # Modules unpack themselves (arguments included) and kubernetes.core caches discovery under TMPDIR;
+        # Modules unpack themselves (arguments included) under TMPDIR;
         # inside the run directory, what a killed run leaves goes with the directory.
         "TMPDIR": str(tmp_dir),
     }

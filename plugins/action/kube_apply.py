@@ -18,6 +18,10 @@ _LAST_KINDS = frozenset(("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet",
 
 def _objects(definition, namespace):
     items = definition if isinstance(definition, list) else [definition]
+    # A List (as kubectl writes one file of several objects) stands for its items.
+    items = [entry for item in items
+             for entry in (item["items"] if isinstance(item, dict) and item.get("kind") == "List"
+                           and isinstance(item.get("items"), list) else [item])]
     objects = []
     for index, item in enumerate(items):
         if not isinstance(item, dict):
@@ -51,6 +55,7 @@ class ActionModule(KubeAction):
         namespace=dict(type="str"),
         label_selectors=dict(type="list", elements="str", default=[]),
         state=dict(type="str", choices=["present", "absent", "patched"], default="present"),
+        patch_type=dict(type="str", choices=["merge", "json"], default="merge"),
         wait=dict(type="bool", default=False),
         wait_timeout=dict(type="float", default=120.0),
         field_manager=dict(type="str", default=FIELD_MANAGER),
@@ -62,9 +67,14 @@ class ActionModule(KubeAction):
 
     def act(self, api, args, check_mode):
         if args["state"] == "patched":
-            if not (args["kind"] and args["name"] and isinstance(args["definition"], dict)):
-                raise AnsibleActionFail("state=patched needs kind, name and a definition that is one mapping")
+            json_patch = args["patch_type"] == "json"
+            if not (args["kind"] and args["name"] and isinstance(args["definition"], list if json_patch else dict)):
+                raise AnsibleActionFail("state=patched %sneeds kind, name and a definition that is %s"
+                                        % (("with patch_type=json ", "a list of operations") if json_patch
+                                           else ("", "one mapping")))
             return self._patched(api, args, check_mode)
+        if args["patch_type"] != "merge":
+            raise AnsibleActionFail("patch_type goes with state=patched only")
         if args["definition"] is not None and (args["kind"] or args["name"]):
             raise AnsibleActionFail("a definition names its objects itself: kind and name go with state=absent or "
                                     "state=patched only")
@@ -110,12 +120,18 @@ class ActionModule(KubeAction):
 
     @staticmethod
     def _patched(api, args, check_mode):
-        """A JSON merge patch of one object: null removes a field; a missing object is no change and no result."""
+        """A JSON merge patch (null removes a field) or a JSON patch (whose `test` operations make it all or
+        nothing) of one object; a missing object is no change and no result."""
         ref = (args["api_version"], args["kind"], args["name"], args["namespace"])
         before = api.get(*ref)
         if before is None:
             return {"changed": False, "objects": [], "result": {}}
-        after = api.merge_patch(*ref, patch=plain(args["definition"]), dry_run=check_mode)
+        if args["patch_type"] == "json":
+            after = api.request("PATCH", api.path(*ref[:2], namespace=ref[3], name=ref[2]),
+                                query={"fieldManager": args["field_manager"], "dryRun": "All" if check_mode else None},
+                                body=plain(args["definition"]), content_type="application/json-patch+json")
+        else:
+            after = api.merge_patch(*ref, patch=plain(args["definition"]), dry_run=check_mode)
         return {"changed": comparable(before) != comparable(after), "objects": [after], "result": after}
 
     @staticmethod

@@ -10,7 +10,7 @@ short_description: The objects of a cluster's pod network (Cilium), built as dat
 version_added: 1.1.0
 description:
   - Configuration ConfigMap, ServiceAccounts with their ClusterRoles and bindings, the operator Deployment and the
-    agent DaemonSet, as dictionaries for kubernetes.core.k8s, in the order they can be applied.
+    agent DaemonSet, as dictionaries for kosmos.kubenest.kube_apply, in the order they can be applied.
   - Every setting is checked and lands in a field of its own.
 author:
   - kosmos.kubenest maintainers (@kosmos-kubenest)
@@ -26,8 +26,7 @@ options:
 
 EXAMPLES = r"""
 - name: Pod network
-  kubernetes.core.k8s:
-    apply: true
+  kosmos.kubenest.kube_apply:
     definition: >-
       {{ {'agent_image': 'kubenest.local/cilium:' ~ cilium_version,
           'operator_image': 'kubenest.local/cilium-operator:' ~ cilium_version,

@@ -10,7 +10,7 @@ short_description: The objects of a cluster's DNS (CoreDNS), built as data
 version_added: 1.1.0
 description:
   - ServiceAccount, ClusterRole and binding, Corefile ConfigMap, Deployment, Service at the cluster DNS address
-    and PodDisruptionBudget, as dictionaries for kubernetes.core.k8s, in the order they can be applied.
+    and PodDisruptionBudget, as dictionaries for kosmos.kubenest.kube_apply, in the order they can be applied.
   - Every setting is checked and lands in a field of its own; the Corefile is assembled from checked values.
 author:
   - kosmos.kubenest maintainers (@kosmos-kubenest)
@@ -30,8 +30,7 @@ options:
 
 EXAMPLES = r"""
 - name: Cluster DNS
-  kubernetes.core.k8s:
-    apply: true
+  kosmos.kubenest.kube_apply:
     definition: >-
       {{ '10.96.0.0/12' | kosmos.kubenest.cluster_dns_manifests({
            'image': 'kubenest.local/coredns:' ~ lookup('kosmos.kubenest.pinned_version', 'coredns')[1:],

@@ -10,7 +10,7 @@ short_description: A workload of a hosted virtual-cluster control plane, built a
 version_added: 1.1.0
 description:
   - Builds the StatefulSet of a virtual cluster's etcd or the Deployment of its kube-apiserver,
-    kube-controller-manager or kube-scheduler as a dictionary for kubernetes.core.k8s; C(apiserver-config)
+    kube-controller-manager or kube-scheduler as a dictionary for kosmos.kubenest.kube_apply; C(apiserver-config)
     builds the ConfigMap C(<name>-apiserver-config) with the files the API server reads from it.
   - C(<component>-budget) builds the component's PodDisruptionBudget, which lets at most one of its pods be
     evicted at a time and pods that are not ready always.
@@ -64,8 +64,7 @@ options:
 
 EXAMPLES = r"""
 - name: The etcd StatefulSet
-  kubernetes.core.k8s:
-    apply: true
+  kosmos.kubenest.kube_apply:
     definition: >-
       {{ 'etcd' | kosmos.kubenest.hosted_manifest(kubenest_vc, {
            'image': 'kubenest.local/etcd:' ~ lookup('kosmos.kubenest.pinned_version', 'etcd'),

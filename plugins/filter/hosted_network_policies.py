@@ -9,7 +9,7 @@ name: hosted_network_policies
 short_description: The NetworkPolicies of a hosted virtual-cluster control plane, built as data
 version_added: 1.1.0
 description:
-  - Builds, for kubernetes.core.k8s, the ingress policies of a virtual cluster's control-plane pods in its host
+  - Builds, for kosmos.kubenest.kube_apply, the ingress policies of a virtual cluster's control-plane pods in its host
     namespace. C(etcd) lets only the virtual cluster's own apiserver pods reach etcd's client port;
     C(apiserver) opens only the API port (6443); C(controllers) lets nothing reach the controller-manager and
     the scheduler. Egress is not restricted.
@@ -32,8 +32,7 @@ options:
 
 EXAMPLES = r"""
 - name: etcd answers only its apiserver
-  kubernetes.core.k8s:
-    apply: true
+  kosmos.kubenest.kube_apply:
     definition: "{{ kubenest_vc | kosmos.kubenest.hosted_network_policies(['etcd']) }}"
 """
 

@@ -10,7 +10,7 @@ short_description: Which local volumes of a pool wait for their claims to go, an
 version_added: 1.1.0
 description:
   - Takes the PersistentVolumes of a pool made by the P(kosmos.kubenest.local_volumes#role) role (a
-    kubernetes.core.k8s_info result's C(resources)).
+    kosmos.kubenest.kube_info result's C(resources)).
   - A volume is released when its claim is gone (phase C(Released)). Only volumes whose path is a pool
     directory (C(<base_dir>/vol-NNN)) are returned as released, so that a volume object made by someone else
     can never point the wipe at another directory.

@@ -23,7 +23,7 @@ options:
     type: dict
     required: true
   tenant_nodes:
-    description: The tenant's Node objects, as returned by kubernetes.core.k8s_info.
+    description: The tenant's Node objects, as returned by kosmos.kubenest.kube_info.
     type: list
     elements: dict
     required: true

@@ -29,7 +29,7 @@ options:
 
 EXAMPLES = r"""
 - name: The admission policy for a site's registry
-  kubernetes.core.k8s:
+  kosmos.kubenest.kube_apply:
     definition: "{{ policy | kosmos.kubenest.operator_admission_policy(['registry.example.com:5000']) }}"
 """
 

@@ -45,7 +45,7 @@ options:
 
 EXAMPLES = r"""
 - name: The operator's Deployment with a mirrored image
-  kubernetes.core.k8s:
+  kosmos.kubenest.kube_apply:
     definition: "{{ deployment | kosmos.kubenest.operator_deployment(image=mirrored) }}"
   vars:
     mirrored: registry.example.com/kubenest-operator:1.0.0

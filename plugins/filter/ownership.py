@@ -9,7 +9,7 @@ name: ownership
 short_description: Which host objects a virtual cluster owns, and which it must not touch
 version_added: 1.1.0
 description:
-  - Takes the results of a kubernetes.core.k8s_info loop over C({api_version, kind, names}) items and sorts the
+  - Takes the results of a kosmos.kubenest.kube_info loop over C({api_version, kind, names}) items and sorts the
     objects found. An object belongs to a virtual cluster when it has an owner reference to that
     VirtualCluster (same name and uid); for runs without a VirtualCluster object (no uid), when no other
     controller owns it and it carries the collection's labels for that virtual cluster.

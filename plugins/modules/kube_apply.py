@@ -17,7 +17,9 @@ description:
     StatefulSets, DaemonSets, ReplicaSets, Pods, Jobs, CronJobs); everything else between them. A workload's
     pods therefore start with their configuration, identity and policies in place.
   - O(state=patched) sends O(definition) as a JSON merge patch to the one object named by O(kind) and O(name)
-    (C(null) removes a field); an object that does not exist is no change, with an empty RV(result).
+    (C(null) removes a field), or with O(patch_type=json) as a JSON patch (RFC 6902), whose C(test) operations
+    make the whole patch fail when the object is not as expected; an object that does not exist is no change,
+    with an empty RV(result).
   - Runs as an action on the controller and needs no Python package beyond what Ansible has; no module process
     starts, so a task costs its requests only.
   - The objects are sent as data; nothing in them is read as a template or parsed from text.
@@ -26,7 +28,8 @@ author:
 options:
   definition:
     description:
-      - One object, or a list of objects, each with C(apiVersion), C(kind) and C(metadata.name).
+      - One object, or a list of objects, each with C(apiVersion), C(kind) and C(metadata.name); a C(List) (kind
+        C(List) with C(items), as C(kubectl) writes several objects in one document) stands for its items.
       - With O(state=patched), the merge patch.
     type: raw
   api_version:
@@ -49,6 +52,13 @@ options:
     type: str
     choices: [present, absent, patched]
     default: present
+  patch_type:
+    description:
+      - With O(state=patched), V(merge) sends O(definition) (one mapping) as a JSON merge patch, V(json) (a list
+        of operations) as a JSON patch.
+    type: str
+    choices: [merge, json]
+    default: merge
   wait:
     description: With O(state=absent), wait until the objects are gone (finalizers done).
     type: bool

@@ -13,7 +13,7 @@ description:
   - For each entry of O(queries), lists the objects of that kind in O(namespace) (optionally by label selector
     and by name) and returns only their metadata, which the API server sends as
     C(PartialObjectMetadataList), so that the content of Secrets never leaves the API server.
-  - The result has the shape of a registered M(kubernetes.core.k8s_info) loop (C(results), each with C(item)
+  - The result has the shape of a registered M(kosmos.kubenest.kube_info) loop (C(results), each with C(item)
     and C(resources)), so that filters written for such loops read it unchanged, e.g.
     P(kosmos.kubenest.ownership#filter).
   - Read-only; one task instead of one per kind.

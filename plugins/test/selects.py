@@ -15,7 +15,7 @@ author:
   - kosmos.kubenest maintainers (@kosmos-kubenest)
 options:
   _input:
-    description: A Kubernetes object as returned by kubernetes.core.k8s_info.
+    description: A Kubernetes object as returned by kosmos.kubenest.kube_info.
     type: dict
     required: true
   selector:

@@ -4,7 +4,7 @@
 - /opt/kubenest: a virtualenv with the operator and its dependencies (ansible-core, ansible-runner, kopf and the
   collection's requirements.txt), installed offline from wheels built on this machine with the pinned versions;
 - /opt/kubenest/collections: kosmos.kubenest installed from the tarball `ansible-galaxy collection build` makes,
-  and its declared dependencies (kubernetes.core, ansible.posix) taken from the `ansible` package of this venv;
+  and its declared dependency (ansible.posix) taken from the `ansible` package of this venv;
 - user 65532 (what deploy/operator runs it as); the root filesystem can be read-only (runs, artifacts and HOME
   live on the emptyDirs the Deployment mounts).
 
@@ -36,7 +36,7 @@ PACKAGES = ("python3", "python3-venv", "ca-certificates")
 VENV = "/opt/kubenest"
 COLLECTIONS = f"{VENV}/collections"
 HOME = "/var/lib/kubenest-operator/home"
-DEPENDENCY_COLLECTIONS = ("kubernetes/core", "ansible/posix")
+DEPENDENCY_COLLECTIONS = ("ansible/posix",)
 # Nothing in the image reads these; they are most of a minbase's size that is not Python.
 TRIM = ("usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/locale", "usr/share/zoneinfo",
         "usr/share/common-licenses", "var/cache/apt", "var/cache/debconf", "var/lib/apt/lists", "var/log",

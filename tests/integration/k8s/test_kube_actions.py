@@ -234,3 +234,30 @@ def test_patched_merges_removes_with_null_and_skips_a_missing_object(apiserver, 
     rc, result = act("kube_apply", apiserver.kubeconfig, state="patched", kind="ConfigMap",
                      namespace=NS, definition={"data": {}})
     assert rc != 0 and result["msg"] == "state=patched needs kind, name and a definition that is one mapping"
+
+
+def test_a_json_patch_applies_whole_or_not_at_all_by_its_test_operations(apiserver, core):
+    core.create_namespaced_config_map(NS, {"metadata": {"name": "json-patch-me"}, "data": {"owner": "u-1", "k": "v"}})
+    args = dict(state="patched", patch_type="json", kind="ConfigMap", namespace=NS, name="json-patch-me")
+    guarded = [{"op": "test", "path": "/data/owner", "value": "u-1"}, {"op": "remove", "path": "/data/k"}]
+    rc, result = act("kube_apply", apiserver.kubeconfig, check=True, **args, definition=guarded)
+    assert rc == 0 and result["changed"] and core.read_namespaced_config_map("json-patch-me", NS).data["k"] == "v"
+    rc, result = act("kube_apply", apiserver.kubeconfig, **args, definition=guarded)
+    assert rc == 0 and result["changed"] and result["result"]["data"] == {"owner": "u-1"}, result
+    # Its test fails now (another owner): nothing is changed, and the task says so.
+    core.patch_namespaced_config_map("json-patch-me", NS, {"data": {"owner": "u-2", "k": "again"}})
+    rc, result = act("kube_apply", apiserver.kubeconfig, **args, definition=guarded)
+    assert rc != 0 and "HTTP 422" in result["msg"], result
+    assert core.read_namespaced_config_map("json-patch-me", NS).data == {"owner": "u-2", "k": "again"}
+    rc, result = act("kube_apply", apiserver.kubeconfig, **args, definition={"data": {}})
+    assert rc != 0 and result["msg"] == ("state=patched with patch_type=json needs kind, name and a definition that "
+                                         "is a list of operations"), result
+
+
+def test_a_list_stands_for_its_items(apiserver, core):
+    items = [config_map("listed-1", {"a": "1"}), config_map("listed-2", {"b": "2"})]
+    listed = {"apiVersion": "v1", "kind": "List", "items": items}
+    rc, result = act("kube_apply", apiserver.kubeconfig, namespace=NS, definition=listed)
+    assert rc == 0 and result["changed"], result
+    assert [o["metadata"]["name"] for o in result["objects"]] == ["listed-1", "listed-2"]
+    assert core.read_namespaced_config_map("listed-2", NS).data == {"b": "2"}

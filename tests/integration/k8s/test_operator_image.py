@@ -68,7 +68,8 @@ def test_the_image_runs_the_operator_as_non_root_on_a_read_only_root(containerd,
     collections = run("op-collections", "ansible-galaxy", "collection", "list", "--format", "json")
     assert collections.returncode == 0, collections.stderr
     installed = {name for path in json.loads(collections.stdout).values() for name in path}
-    assert {"kosmos.kubenest", "kubernetes.core", "ansible.posix"} <= installed
+    # The collection and what galaxy.yml declares, nothing more (ansible-core lists its own internal one too).
+    assert installed - {"ansible._protomatter"} == {"kosmos.kubenest", "ansible.posix"}, installed
     # A module of the collection runs: Ansible finds it and keeps its temp files where it may write.
     module = run("op-module", "ansible", "localhost", "-m", "kosmos.kubenest.certificate",
                  "-a", "path=/tmp/ca is_ca=true common_name=image-test-ca")

@@ -55,7 +55,7 @@ def _established(ext: kubernetes.client.ApiextensionsV1Api, name: str) -> bool:
 def crds(apiserver, api_client):
     """kosmos.io CRDs through the collection's own playbook, kopf's peering CRDs from deploy/operator."""
     playbook = REPO / "playbooks" / "install_crds.yml"
-    with tempfile.TemporaryDirectory(prefix="kubenest-crds-") as tmp:  # kubernetes.core caches discovery there
+    with tempfile.TemporaryDirectory(prefix="kubenest-crds-") as tmp:  # Ansible's temporary files
         proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), str(playbook),
                                "-e", f"kubenest_admin_kubeconfig={apiserver.kubeconfig}"],
                               capture_output=True, text=True, timeout=300, check=False,

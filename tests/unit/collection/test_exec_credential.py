@@ -204,7 +204,8 @@ def test_the_sdk_client_takes_the_credential_from_the_same_implementation(tmp_pa
 
 def test_the_sdk_client_reports_a_failing_plugin_where_the_kubeconfig_is_loaded(tmp_path):
     plugin_dir(tmp_path, {"exit": 1, "stderr": "no session"})
-    with pytest.raises(sdk_config.KubeClientError, match="cannot load the kubeconfig .*exited with status 1: no session"):
+    reason = "cannot load the kubeconfig .*exited with status 1: no session"
+    with pytest.raises(sdk_config.KubeClientError, match=reason):
         sdk_config.load_configuration(str(exec_kubeconfig(tmp_path, server="http://127.0.0.1:1")))
 
 

@@ -31,3 +31,20 @@ def test_the_galaxy_version_is_released_in_the_changelog():
     changes = yaml.safe_load((REPO / "changelogs" / "changelog.yaml").read_text())
     assert str(GALAXY["version"]) in changes["releases"]
     assert f"v{GALAXY['version']}" in (REPO / "CHANGELOG.rst").read_text()
+
+
+def test_the_operator_image_carries_the_collections_galaxy_yml_declares():
+    from sandbox.images import operator_image
+
+    declared = {name.replace(".", "/") for name in GALAXY["dependencies"]}
+    assert set(operator_image.DEPENDENCY_COLLECTIONS) == declared
+
+
+def test_no_plugin_needs_the_kubernetes_client():
+    # The collection talks to the API through module_utils/kube_api; requirements.txt stays free of the SDK.
+    sources = list((REPO / "plugins").rglob("*.py"))
+    assert sources
+    users = [str(p.relative_to(REPO)) for p in sources
+             if re.search(r"^\s*(import kubernetes|from kubernetes)", p.read_text(), re.M)]
+    assert users == []
+    assert not any(line.startswith("kubernetes") for line in (REPO / "requirements.txt").read_text().splitlines())
