@@ -6,28 +6,9 @@ from __future__ import annotations
 
 
 class ModuleDocFragment:
-    # The modules and the inventory plugin that talk to a Kubernetes API (module_utils/kube_api, which needs no
-    # kubernetes package).
+    # Every module that talks to a Kubernetes API, through the collection's one client (module_utils/kube_api,
+    # which needs no kubernetes package): the controller-side actions and the modules alike.
     DOCUMENTATION = r"""
-options:
-  kubeconfig:
-    description:
-      - Kubeconfig of the cluster to talk to. Default C($K8S_AUTH_KUBECONFIG), C($KUBECONFIG), in-cluster,
-        C(~/.kube/config).
-      - Its user may authenticate with a client certificate, a token or token file, or an C(exec) credential
-        plugin (C(client.authentication.k8s.io/v1) or C(v1beta1), as EKS, GKE, AKS and OIDC logins write them).
-        The plugin runs once per task and again when its credential expires or the server refuses it; it runs
-        without a terminal, so C(interactiveMode=Always) is refused. C(auth-provider) entries are refused.
-      - A cluster's C(proxy-url) is followed for C(http://) proxies, with credentials in the URL sent as basic
-        authentication.
-    type: path
-  context:
-    description: Context of O(kubeconfig) to use.
-    type: str
-"""
-
-    # The controller-side actions, through the same client.
-    CONNECTION = r"""
 options:
   kubeconfig:
     description:

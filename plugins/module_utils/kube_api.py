@@ -51,10 +51,11 @@ WEBSOCKET_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 _VOLATILE_METADATA = ("resourceVersion", "managedFields", "generation", "creationTimestamp", "uid")
 
 
-# The connection options of the modules and the inventory plugin (documented by the kube_client doc fragment).
+# The connection options of every module that talks to the API (documented by the kube_client doc fragment).
 KUBECONFIG_ARGS = dict(
     kubeconfig=dict(type="path"),
     context=dict(type="str"),
+    request_timeout=dict(type="float", default=30.0),
 )
 
 

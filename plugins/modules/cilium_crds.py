@@ -50,7 +50,7 @@ attributes:
     support: none
     description: Nothing to show as a diff.
 extends_documentation_fragment:
-  - kosmos.kubenest.kube_client.connection
+  - kosmos.kubenest.kube_client
   - kosmos.kubenest.attributes.action
 """
 

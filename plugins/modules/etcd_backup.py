@@ -165,7 +165,7 @@ def backup(module, p):
         raise BackupError("%s exists; choose another file or set force" % p["dest"])
     if not os.path.isdir(os.path.dirname(os.path.abspath(p["dest"]))):
         raise BackupError("the directory of %s does not exist" % p["dest"])
-    api = connect(p["kubeconfig"], p["context"])
+    api = connect(p["kubeconfig"], p["context"], p["request_timeout"])
     try:
         return _backup(module, api, p)
     finally:

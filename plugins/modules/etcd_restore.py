@@ -156,7 +156,7 @@ def restore(module, p):
     result = dict(changed=True, name=name, namespace=namespace, uid="", chunks=len(chunks),
                   sha256=document["etcd"]["sha256"],
                   backed_up_from="%s/%s" % (source.get("namespace"), source.get("name")))
-    api = connect(p["kubeconfig"], p["context"])
+    api = connect(p["kubeconfig"], p["context"], p["request_timeout"])
     try:
         return _restore(module, api, result, document, chunks, names)
     finally:

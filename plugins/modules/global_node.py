@@ -154,7 +154,7 @@ notes:
   - A reservation left behind by an interrupted run is kept by its virtual cluster (the next run of the same
     virtual cluster resumes with it) and is released by the operator once that virtual cluster is gone.
 extends_documentation_fragment:
-  - kosmos.kubenest.kube_client.connection
+  - kosmos.kubenest.kube_client
   - kosmos.kubenest.attributes.action
 """
 

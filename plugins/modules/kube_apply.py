@@ -93,7 +93,7 @@ attributes:
     support: none
     description: No diff.
 extends_documentation_fragment:
-  - kosmos.kubenest.kube_client.connection
+  - kosmos.kubenest.kube_client
   - kosmos.kubenest.attributes.action
 notes:
   - Kubeconfig users that authenticate through an exec or auth-provider plugin are refused; use a client

@@ -77,7 +77,7 @@ attributes:
     support: none
     description: Only reads.
 extends_documentation_fragment:
-  - kosmos.kubenest.kube_client.connection
+  - kosmos.kubenest.kube_client
   - kosmos.kubenest.attributes.action
 """
 

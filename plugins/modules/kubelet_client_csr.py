@@ -111,7 +111,7 @@ def main():
         module.fail_json(msg="token_id %r is not a bootstrap token ID (6 characters a-z or 0-9)" % token_id)
     result = dict(changed=False, approved=[], issued=[], refused=[])
     try:
-        api = connect(p["kubeconfig"], p["context"])
+        api = connect(p["kubeconfig"], p["context"], p["request_timeout"])
         try:
             result.update(approve_client_requests(api, node, "system:bootstrap:%s" % token_id, module.check_mode))
         finally:

@@ -95,7 +95,7 @@ def main():
     node = p["node"]
     result = dict(changed=False, approved=[], issued=[], refused=[])
     try:
-        api = connect(p["kubeconfig"], p["context"])
+        api = connect(p["kubeconfig"], p["context"], p["request_timeout"])
         try:
             result.update(approve_serving_requests(api, node, p["ip_addresses"], p["dns_names"], module.check_mode))
         finally:

@@ -45,7 +45,7 @@ attributes:
     support: none
     description: Nothing to show as a diff.
 extends_documentation_fragment:
-  - kosmos.kubenest.kube_client.connection
+  - kosmos.kubenest.kube_client
   - kosmos.kubenest.kube_client.serving_csr
   - kosmos.kubenest.attributes.action
 """

@@ -65,7 +65,7 @@ attributes:
     support: none
     description: No diff.
 extends_documentation_fragment:
-  - kosmos.kubenest.kube_client.connection
+  - kosmos.kubenest.kube_client
   - kosmos.kubenest.attributes.action
 """
 

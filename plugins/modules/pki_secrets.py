@@ -157,7 +157,7 @@ attributes:
     support: none
     description: Secrets are not shown.
 extends_documentation_fragment:
-  - kosmos.kubenest.kube_client.connection
+  - kosmos.kubenest.kube_client
   - kosmos.kubenest.attributes.action
 seealso:
   - module: kosmos.kubenest.certificate

@@ -153,7 +153,7 @@ def main():
     if not os.path.isdir(p["directory"]):
         module.fail_json(msg="directory %s does not exist" % p["directory"])
     try:
-        api = connect(p["kubeconfig"], p["context"])
+        api = connect(p["kubeconfig"], p["context"], p["request_timeout"])
         try:
             result = restore(module, api, p) if p["state"] == "restored" else store(module, api, p)
         finally:

@@ -44,7 +44,7 @@ options:
     type: bool
     default: false
 extends_documentation_fragment:
-  - kosmos.kubenest.kube_client.connection
+  - kosmos.kubenest.kube_client
   - kosmos.kubenest.attributes.read_only
   - kosmos.kubenest.attributes.action
 """

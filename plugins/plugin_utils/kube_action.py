@@ -8,14 +8,13 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
-from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import Connection, KubeApi, KubeApiError
-from ansible_collections.kosmos.kubenest.plugins.plugin_utils.plain_data import NotPlainData, to_plain
-
-CONNECTION_SPEC = dict(
-    kubeconfig=dict(type="path"),
-    context=dict(type="str"),
-    request_timeout=dict(type="float", default=30.0),
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import (
+    KUBECONFIG_ARGS,
+    Connection,
+    KubeApi,
+    KubeApiError,
 )
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.plain_data import NotPlainData, to_plain
 
 
 def plain(value):
@@ -38,7 +37,7 @@ class KubeAction(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         del tmp
-        spec = dict(CONNECTION_SPEC, **self.ARGUMENT_SPEC)
+        spec = dict(KUBECONFIG_ARGS, **self.ARGUMENT_SPEC)
         # Failures come back as failed results, not exceptions: failed_when, until and rescue see them.
         try:
             args = self.validate_argument_spec(argument_spec=spec, mutually_exclusive=self.MUTUALLY_EXCLUSIVE,
