@@ -30,13 +30,14 @@ down:
 	  .sandbox/sample.kubeconfig .sandbox/operator.log .sandbox/operator.pid .sandbox/operator.mode .sandbox/operator-install.json \
 	  .sandbox/host.json .sandbox/kubeadm
 
-.PHONY: help install system-deps lint ruff ansible-lint sanity changelog-lint role-readmes diagrams unit integration integration-agent integration-early integration-images e2e e2e-kubeadm prebuild prebuild-images prebuild-machines test test-long bench conformance conformance-suite k8s cilium runtime images operator-image push-images apiserver up down clean
+.PHONY: help install system-deps lint ruff ansible-lint sanity changelog-lint role-readmes diagrams unit integration integration-agent integration-early integration-images e2e e2e-kubeadm prebuild prebuild-images prebuild-machines test test-long bench bench-scale conformance conformance-suite k8s cilium runtime images operator-image push-images apiserver up down clean
 
 help:
 	@echo "make up        local sandbox host cluster, operator and a sample virtual cluster"
 	@echo "make test      everything: installs what it needs, lints, runs unit/integration/e2e tests"
 	@echo "make test-long faults at every step of promotion and return, operator killed mid-way, AWX and molecule life cycles"
 	@echo "make bench     benchmarks with ratios against their baselines"
+	@echo "make bench-scale  the operator's cost per idle tenant (stand-in tenants on a real API server)"
 	@echo "make conformance  the upstream conformance suite on a virtual cluster and on the host (baseline)"
 	@echo "make k8s       build (or reuse) the pinned Kubernetes binaries; prints their directory"
 	@echo "make cilium    build (or reuse) the pinned Cilium agent, CNI plugin and operator; prints their directory"
@@ -150,6 +151,12 @@ bench: install k8s images
 	$(PY) bench/virtualclusters.py
 	$(PY) bench/promotion.py
 	$(PY) bench/addons.py
+	$(PY) bench/operator_scale.py
+
+# The operator's cost per idle tenant on its own (stand-in tenants on a real API server; no sandbox needed):
+# KUBENEST_SCALE_TENANTS=1,100,1000 and KUBENEST_SCALE_WINDOW=120 by default.
+bench-scale: install k8s
+	$(PY) bench/operator_scale.py
 
 k8s:
 	@bash sandbox/k8s/build.sh
