@@ -64,8 +64,9 @@ def test_the_globalnodes_inventory_groups_nodes_by_state_and_tenant_without_the_
     assert proc.returncode == 0, proc.stderr
     listed = json.loads(proc.stdout)
     hostvars = listed["_meta"]["hostvars"]
-    assert set(listed["globalnodes_free"]["hosts"]) >= {"inv-free"}
-    assert listed["globalnodes_occupied"]["hosts"] == ["inv-used"]
+    # Other tests' GlobalNodes may share this API server: these two are looked at.
+    assert "inv-free" in listed["globalnodes_free"]["hosts"] and "inv-used" not in listed["globalnodes_free"]["hosts"]
+    assert "inv-used" in listed["globalnodes_occupied"]["hosts"]
     assert listed["vc_team_a_dev"]["hosts"] == ["inv-used"] and listed["zone_b"]["hosts"] == ["inv-used"]
     used = plain(hostvars["inv-used"])
     assert used["ansible_connection"] == "kosmos.kubenest.nodeagent" and used["ansible_host"] == "198.18.7.2"
