@@ -384,8 +384,10 @@ class KubeApi:
                 self._conn.request(method, url, body=data, headers=headers)
                 response = self._conn.getresponse()
                 payload = response.read()
-            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
-                # A kept-alive connection the server closed: one fresh try.
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ssl.SSLEOFError,
+                    ssl.SSLZeroReturnError):
+                # A kept-alive connection the server closed (over TLS that can surface as an EOF of the TLS
+                # layer): one fresh try.
                 self.close()
                 if attempt == 2:
                     raise KubeApiError("%s %s: the API server closed the connection" % (method, path)) from None

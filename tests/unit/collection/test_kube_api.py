@@ -160,3 +160,46 @@ def test_the_kubeconfig_comes_from_the_argument_then_the_environment_then_the_po
     monkeypatch.setenv("K8S_AUTH_KUBECONFIG", "~/from-ansible")
     assert kubeconfig_path() == str(tmp_path / "from-ansible")
     assert kubeconfig_path("~/given") == str(tmp_path / "given")
+
+
+class _ClosedOnce:
+    """A stand-in connection (the requests of KubeApi._send only) whose first request finds the kept-alive
+    connection closed the way `error` says; the next one, on a fresh connection, is answered."""
+
+    opened = 0
+
+    def __init__(self, error):
+        self.error = error
+        type(self).opened += 1
+        self.first = type(self).opened == 1
+
+    def request(self, *args, **kwargs):
+        if self.first:
+            raise self.error
+
+    def getresponse(self):
+        class Answer:
+            status, reason = 200, "OK"
+
+            @staticmethod
+            def read():
+                return b'{"kind": "Status"}'
+
+            @staticmethod
+            def getheader(_name):
+                return None
+        return Answer()
+
+    def close(self):
+        pass
+
+
+@pytest.mark.parametrize("error", [ConnectionResetError(), kube_api.http.client.RemoteDisconnected(),
+                                   kube_api.ssl.SSLEOFError(8, "EOF occurred in violation of protocol")],
+                         ids=["reset", "disconnected", "tls-eof"])
+def test_a_kept_alive_connection_the_server_closed_is_opened_again_once(monkeypatch, error):
+    _ClosedOnce.opened = 0
+    api = kube_api.KubeApi(kube_api.Connection("http://127.0.0.1:1", token="t"))
+    monkeypatch.setattr(api, "_open", lambda: _ClosedOnce(error))
+    assert api.request("GET", "/api/v1") == {"kind": "Status"}
+    assert _ClosedOnce.opened == 2
