@@ -33,13 +33,9 @@ class KubeClientError(Exception):
     pass
 
 
-def api_client(kubeconfig=None, context=None):
-    """kubeconfig path, else $K8S_AUTH_KUBECONFIG/$KUBECONFIG, else in-cluster, else ~/.kube/config."""
-    return k8s.ApiClient(load_configuration(kubeconfig, context))
-
-
 def load_configuration(kubeconfig=None, context=None, configuration=None):
-    """A kubernetes Configuration from the kubeconfig (see api_client), its exec plugin run by exec_credential:
+    """A kubernetes Configuration from the kubeconfig (path, else $K8S_AUTH_KUBECONFIG/$KUBECONFIG, else
+    in-cluster, else ~/.kube/config), its exec plugin run by exec_credential:
     the credential is renewed before a request once it has expired."""
     path = kubeconfig_path(kubeconfig)
     configuration = configuration or k8s.Configuration()
