@@ -34,11 +34,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-import kubernetes  # noqa: E402
 from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import ClientPool, KubeApi, connect  # noqa: E402
 
 from bench.record import record  # noqa: E402
 from kubenest_operator import health  # noqa: E402
+from kubenest_operator.clients import Lender  # noqa: E402
 from tests.support.apiserver import ApiServer  # noqa: E402
 from tests.support.procs import ManagedProcess, wait_until  # noqa: E402
 from tests.support.virtualclusters import install_crds  # noqa: E402
@@ -124,7 +124,7 @@ def settled(vc: dict | None) -> bool:
     return ready(vc) and vc["status"].get("observedGeneration") == vc["metadata"]["generation"]
 
 
-def copy_tenant(api: KubeApi, sdk: kubernetes.client.ApiClient, source: dict, objects: list[dict], name: str) -> None:
+def copy_tenant(api: KubeApi, host: Lender, source: dict, objects: list[dict], name: str) -> None:
     """A tenant `name` as FIRST's run left FIRST: its objects, then its VirtualCluster with the same annotations
     (the operator's revision, kopf's record of the handled spec), finalizers and status."""
     meta = source["metadata"]
@@ -139,7 +139,7 @@ def copy_tenant(api: KubeApi, sdk: kubernetes.client.ApiClient, source: dict, ob
                 ref["uid"] = uid
         api.apply(clone)
     status = renamed(source["status"], FIRST, name)
-    status["controlPlaneObjects"] = health.inventory(health.list_objects(sdk, NS, name))
+    status["controlPlaneObjects"] = health.inventory(health.list_objects(host, NS, name))
     api.request("PATCH", api.path(*VC, NS, name) + "/status", body={"status": status},
                 content_type="application/merge-patch+json")
 
@@ -151,13 +151,13 @@ def writable(obj: dict) -> dict:
     return {**{k: v for k, v in obj.items() if k not in ("status", "metadata")}, "metadata": kept}
 
 
-def tenants_up_to(api: KubeApi, sdk: kubernetes.client.ApiClient, source: dict, count: int) -> None:
+def tenants_up_to(api: KubeApi, host: Lender, source: dict, count: int) -> None:
     have = {vc["metadata"]["name"] for vc in api.list(*VC, NS)}
     objects = [writable(obj) for version, kind in KINDS
                for obj in api.list(version, kind, NS, label_selector=f"kosmos.io/virtualcluster={FIRST}")]
     wanted = [f"t{i:04d}" for i in range(count) if f"t{i:04d}" not in have]
     with ClientPool(api, 4) as clients:
-        clients.map(lambda client, name: copy_tenant(client, sdk, source, objects, name), wanted)
+        clients.map(lambda client, name: copy_tenant(client, host, source, objects, name), wanted)
 
 
 def measure(server: ApiServer, api: KubeApi, workdir: Path, count: int, window: float) -> dict:
@@ -208,12 +208,12 @@ def main() -> int:
     with ApiServer() as server:
         install_crds(server.kubeconfig)
         api = connect(str(server.kubeconfig))
-        sdk = kubernetes.config.new_client_from_config(config_file=str(server.kubeconfig))
+        host = Lender(api.connection, 30, keep=4)
         source = first_tenant(api, server.kubeconfig, workdir)
         rows = []
         for count in counts:
             made = time.monotonic()
-            tenants_up_to(api, sdk, source, count)
+            tenants_up_to(api, host, source, count)
             print(f"{count} tenants in place ({time.monotonic() - made:.0f} s to copy them)", flush=True)
             rows.append(measure(server, api, workdir, count, window))
             print(json.dumps(rows[-1]), flush=True)

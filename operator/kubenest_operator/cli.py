@@ -11,6 +11,7 @@ from pathlib import Path
 import kopf
 import kubernetes
 import yaml
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import KubeApiError
 from kubernetes.client.rest import ApiException
 
 from kubenest_operator.sdk_config import KubeClientError
@@ -184,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         ctx = Context.create(config)
-    except (kubernetes.config.ConfigException, KubeClientError, yaml.YAMLError, OSError, ValueError) as exc:
+    except (kubernetes.config.ConfigException, KubeClientError, KubeApiError, yaml.YAMLError, OSError,
+            ValueError) as exc:
         log.error("cannot use the kubeconfig: %s", " ".join(str(exc).split()))
         return 2
     if args.metrics_address:

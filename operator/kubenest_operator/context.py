@@ -12,7 +12,7 @@ import kubernetes
 from .agent_audit import AgentAudit
 from .agent_client import AgentClientIdentity
 from .extravars import load_site_vars
-from .kube import Api, load_configuration
+from .kube import Api, host_connection, load_configuration
 from .revision import desired_state_revision
 from .runs import PlaybookRunner, RunDirs
 from .settings import Config, collections_path
@@ -47,7 +47,7 @@ class Context:
         identity = AgentClientIdentity(config.runs_dir.with_name(config.runs_dir.name + "-agent-client"),
                                        retire_after=float(config.run_timeout or 86400))
         audit = AgentAudit(config.runs_dir.with_name(config.runs_dir.name + "-agent-audit"))
-        return cls(config, configuration, Api(configuration), runner,
+        return cls(config, configuration, Api(configuration, host_connection(config.kubeconfig)), runner,
                    RunSlots(config.max_parallel, config.max_parallel_per_namespace), ObjectLocks(), identity, audit,
                    revision=desired_state_revision(config.playbook_dir.parent),
                    upgrades=asyncio.Semaphore(config.max_parallel_upgrades))

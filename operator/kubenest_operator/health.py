@@ -18,19 +18,18 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import kubernetes
-import yaml
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import KubeApiError
 from kubernetes.client.rest import ApiException
 
 from . import metrics, owners
 from .certificates import PKI_SECRETS, due_certificates, expiry_times, pki_secrets
+from .clients import Lender, TenantClients
 from .context import Context
 from .extravars import load_site_vars, plain, renew_before_days
-from .kube import TENANT_TIMEOUT_S
 
 LABEL = "kosmos.io/virtualcluster"
 
@@ -60,19 +59,18 @@ class Assessment:
 @dataclass(frozen=True)
 class Kind:
     name: str
-    list_call: Callable[[kubernetes.client.ApiClient], Callable[..., Any]]
+    collection: str  # the API path of the namespaced collection, with {namespace}
     compare: bool  # whether fields changed by others count (Secrets: the pki role keeps what it finds)
     workload: bool = False
 
 
 KINDS = (
-    Kind("Deployment", lambda c: kubernetes.client.AppsV1Api(c).list_namespaced_deployment, True, True),
-    Kind("StatefulSet", lambda c: kubernetes.client.AppsV1Api(c).list_namespaced_stateful_set, True, True),
-    Kind("Service", lambda c: kubernetes.client.CoreV1Api(c).list_namespaced_service, True),
-    Kind("NetworkPolicy", lambda c: kubernetes.client.NetworkingV1Api(c).list_namespaced_network_policy, True),
-    Kind("PodDisruptionBudget", lambda c: kubernetes.client.PolicyV1Api(c).list_namespaced_pod_disruption_budget,
-         True),
-    Kind("Secret", lambda c: kubernetes.client.CoreV1Api(c).list_namespaced_secret, False),
+    Kind("Deployment", "/apis/apps/v1/namespaces/{namespace}/deployments", True, True),
+    Kind("StatefulSet", "/apis/apps/v1/namespaces/{namespace}/statefulsets", True, True),
+    Kind("Service", "/api/v1/namespaces/{namespace}/services", True),
+    Kind("NetworkPolicy", "/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies", True),
+    Kind("PodDisruptionBudget", "/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets", True),
+    Kind("Secret", "/api/v1/namespaces/{namespace}/secrets", False),
 )
 KIND_BY_NAME = {kind.name: kind for kind in KINDS}
 
@@ -85,15 +83,15 @@ def workloads(name: str) -> list[dict[str, Any]]:
         for component in ("apiserver", "controller-manager", "scheduler")]
 
 
-def list_objects(client: kubernetes.client.ApiClient, namespace: str, name: str) -> dict[str, dict[str, Any]]:
-    """{"Kind/name": object as plain API data} of the virtual cluster's labelled objects (blocking)."""
+def list_objects(host: Lender, namespace: str, name: str) -> dict[str, dict[str, Any]]:
+    """{"Kind/name": object as the API returns it} of the virtual cluster's labelled objects (blocking)."""
     found = {}
-    for kind in KINDS:
-        listed = kind.list_call(client)(namespace, label_selector=f"{LABEL}={name}",
-                                        _request_timeout=TENANT_TIMEOUT_S)
-        for item in listed.items:
-            obj = client.sanitize_for_serialization(item)
-            found[f"{kind.name}/{obj['metadata']['name']}"] = obj
+    with host.client() as api:
+        for kind in KINDS:
+            listed = api.request("GET", kind.collection.format(namespace=namespace),
+                                 query={"labelSelector": f"{LABEL}={name}"})
+            for obj in listed.get("items") or []:
+                found[f"{kind.name}/{obj['metadata']['name']}"] = obj
     return found
 
 
@@ -162,23 +160,24 @@ def assess_objects(objects: Mapping[str, Mapping[str, Any]],
     return findings
 
 
-def ask_tenant(kubeconfig: bytes) -> tuple[str | None, dict[str, bool]]:
+def ask_tenant(tenants: TenantClients, namespace: str, name: str,
+               kubeconfig: bytes) -> tuple[str | None, dict[str, bool]]:
     """What is wrong with the tenant's API seen from outside, through its endpoint, and its Nodes' readiness
     (blocking). Listing the Nodes is a consistent read, which only an API server with its etcd behind it answers."""
     try:
-        client = kubernetes.config.new_client_from_config_dict(yaml.safe_load(kubeconfig))
+        lender = tenants.lender(namespace, name, kubeconfig)
     except Exception as exc:  # a kubeconfig that cannot be used is the same as an API that does not answer
         return f"the virtual cluster's API does not answer: {type(exc).__name__}", {}
     try:
-        nodes = kubernetes.client.CoreV1Api(client).list_node(_request_timeout=TENANT_TIMEOUT_S).items
-    except ApiException as exc:
-        return f"the virtual cluster's API does not answer: HTTP {exc.status}", {}
-    except Exception as exc:  # unreachable, refused, timed out
+        with lender.client() as api:
+            nodes = api.request("GET", "/api/v1/nodes").get("items") or []
+    except KubeApiError as exc:
+        return f"the virtual cluster's API does not answer: {f'HTTP {exc.status}' if exc.status else exc}", {}
+    except Exception as exc:  # refused, timed out
         return f"the virtual cluster's API does not answer: {type(exc).__name__}", {}
-    finally:
-        client.close()
-    return None, {node.metadata.name: any(c.type == "Ready" and c.status == "True"
-                                          for c in (node.status.conditions or [])) for node in nodes}
+    return None, {(node.get("metadata") or {}).get("name"): any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in (node.get("status") or {}).get("conditions")
+        or []) for node in nodes}
 
 
 async def admin_kubeconfig(ctx: Context, namespace: str, status: Mapping[str, Any]) -> bytes | None:
@@ -202,7 +201,7 @@ async def assess(ctx: Context, body: Mapping[str, Any], control_plane: bool = Tr
     namespace, name = metadata["namespace"], metadata["name"]
     found = Assessment()
     if control_plane:
-        objects = await asyncio.to_thread(list_objects, ctx.api.client, namespace, name)
+        objects = await asyncio.to_thread(list_objects, ctx.api.host, namespace, name)
         expected = status.get("controlPlaneObjects") or workloads(name)
         found.findings = assess_objects(objects, expected)
         kubeconfig = await admin_kubeconfig(ctx, namespace, status)
@@ -212,7 +211,7 @@ async def assess(ctx: Context, body: Mapping[str, Any], control_plane: bool = Tr
             if f"Secret/{secret}" in objects or not recorded:  # else it was found missing above
                 found.findings.append(Finding("the admin kubeconfig is missing", True))
         else:
-            problem, nodes = await asyncio.to_thread(ask_tenant, kubeconfig)
+            problem, nodes = await asyncio.to_thread(ask_tenant, ctx.api.tenants, namespace, name, kubeconfig)
             if problem:
                 found.findings.append(Finding(problem, False))
             else:
@@ -226,7 +225,7 @@ async def assess(ctx: Context, body: Mapping[str, Any], control_plane: bool = Tr
 
 async def record_inventory(ctx: Context, namespace: str, name: str) -> list[dict[str, Any]]:
     """After a successful run: note in the status what it left, for later looks to compare against."""
-    objects = await asyncio.to_thread(list_objects, ctx.api.client, namespace, name)
+    objects = await asyncio.to_thread(list_objects, ctx.api.host, namespace, name)
     recorded = inventory(objects)
     await ctx.api.patch_virtualcluster_status(namespace, name, {"status": {"controlPlaneObjects": recorded}})
     return recorded

@@ -13,9 +13,12 @@ from typing import Any
 
 import kopf
 import kubernetes
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import Connection
 from kubernetes.client.rest import ApiException
 
 from kubenest_operator import sdk_config
+
+from .clients import Lender, TenantClients
 
 GROUP, VERSION = "kosmos.io", "v1alpha1"
 VIRTUALCLUSTERS, GLOBALNODES = "virtualclusters", "globalnodes"
@@ -71,10 +74,19 @@ def is_status(exc: BaseException, *codes: int) -> bool:
     return isinstance(exc, ApiException) and exc.status in codes
 
 
+def host_connection(kubeconfig: str | None) -> Connection:
+    """The same server and credentials for the collection's client (the looks' reads, clients.py). Raises
+    kube_api.ConfigError."""
+    return Connection.in_cluster() if kubeconfig is None else Connection.from_kubeconfig(kubeconfig)
+
+
 class Api:
     """The few calls the operator makes itself, as coroutines."""
 
-    def __init__(self, configuration: kubernetes.client.Configuration):
+    def __init__(self, configuration: kubernetes.client.Configuration, connection: Connection):
+        # The looks' reads, many per minute per virtual cluster, go through kept-alive collection clients.
+        self.host = Lender(connection, REQUEST_TIMEOUT, keep=8)
+        self.tenants = TenantClients(TENANT_TIMEOUT_S)
         self.client = kubernetes.client.ApiClient(configuration)
         self.custom = kubernetes.client.CustomObjectsApi(self.client)
         self.core = kubernetes.client.CoreV1Api(self.client)
@@ -171,3 +183,5 @@ class Api:
 
     def close(self) -> None:
         self.client.close()
+        self.host.close()
+        self.tenants.close()

@@ -198,13 +198,27 @@ class Connection:
             raise ConfigError("the kubeconfig %s is not YAML" % path) from None
         if not isinstance(config, dict):
             raise ConfigError("the kubeconfig %s holds no configuration" % path)
-        base = os.path.dirname(os.path.abspath(path))
+        return cls.from_config(config, os.path.dirname(os.path.abspath(path)), context, where=path)
+
+    @classmethod
+    def from_config(cls, config, base, context=None, where="given"):
+        """A kubeconfig already read (a mapping); relative file names are taken from `base`. With `base` None the
+        kubeconfig came from elsewhere (a Secret) and may name no file and no exec plugin: those would read this
+        machine's files, or run its commands, for whoever wrote it. `where` names the kubeconfig in errors."""
+        if not isinstance(config, dict):
+            raise ConfigError("the kubeconfig %s holds no configuration" % where)
         name = context or config.get("current-context")
         if not name:
-            raise ConfigError("the kubeconfig %s names no context and none was given" % path)
+            raise ConfigError("the kubeconfig %s names no context and none was given" % where)
         ctx = _named(config.get("contexts"), name, "context")
         cluster = _named(config.get("clusters"), ctx.get("cluster"), "cluster")
         user = _named(config.get("users"), ctx.get("user"), "user") if ctx.get("user") else {}
+        if base is None:
+            local = [key for key in ("certificate-authority", "tokenFile", "client-certificate", "client-key", "exec")
+                     if (cluster if key == "certificate-authority" else user).get(key)]
+            if local:
+                raise ConfigError("the kubeconfig %s names %s: a kubeconfig given as data carries its credentials "
+                                  "as data (the *-data fields, token)" % (where, ", ".join(local)))
         if user.get("auth-provider"):
             # Removed from kubectl in 1.26: its providers (gcp, azure, oidc) became exec plugins.
             raise ConfigError("the kubeconfig's user %r authenticates through an auth-provider, which Kubernetes "

@@ -203,3 +203,11 @@ def test_a_kept_alive_connection_the_server_closed_is_opened_again_once(monkeypa
     monkeypatch.setattr(api, "_open", lambda: _ClosedOnce(error))
     assert api.request("GET", "/api/v1") == {"kind": "Status"}
     assert _ClosedOnce.opened == 2
+
+
+def test_a_kubeconfig_given_as_data_carries_its_credentials_as_data():
+    data = kubeconfig({"client-certificate-data": "", "token": "abc"})
+    assert kube_api.Connection.from_config(data, None, where="in the Secret x").bearer() == "abc"
+    data["clusters"][0]["cluster"]["certificate-authority"] = "/etc/ca.crt"
+    with pytest.raises(kube_api.ConfigError, match="the kubeconfig in the Secret x names certificate-authority: "):
+        kube_api.Connection.from_config(data, None, where="in the Secret x")
