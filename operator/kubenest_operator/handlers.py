@@ -93,6 +93,7 @@ async def remove(body: kopf.Body, retry: int, logger: logging.Logger, memo: kopf
         if run.outcome.ok:
             events.nodes(body, [])
             metrics.set_certificates(namespace, name, None)
+            ctx.api.tenants.forget(namespace, name)
             logger.info("removed; releasing the finalizer")
             return
         # A delete is never given up: kopf would drop its finalizer after a permanent error and leave the

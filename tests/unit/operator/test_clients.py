@@ -81,6 +81,8 @@ def test_a_tenant_keeps_its_lender_until_its_kubeconfig_changes(server):
     renewed = tenants.lender("ns", "a", kubeconfig(server, {"token": "renewed"}))
     assert renewed is not first and renewed.connection.bearer() == "renewed"
     assert tenants.lender("ns", "b", kubeconfig(server)) is not renewed
+    tenants.forget("ns", "a")  # deleted: its clients close
+    assert ("ns", "a") not in tenants._lenders and renewed._idle == []
     tenants.close()
 
 
