@@ -23,11 +23,9 @@ import sys
 import threading
 from dataclasses import dataclass
 
-import kubernetes
-from kubernetes.client.rest import ApiException
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import KubeApi, KubeApiError
 
-from kubenest_operator.kube import GLOBALNODES, GROUP, VERSION, VIRTUALCLUSTERS, kubeconfig_path, load_configuration
-from kubenest_operator.sdk_config import KubeClientError
+from kubenest_operator.kube import CRD_PATH, GLOBALNODES, VIRTUALCLUSTERS, host_connection, kubeconfig_path
 
 log = logging.getLogger("kubenest_binder")
 
@@ -53,71 +51,61 @@ class Grant:
             "subjects": [{"kind": "ServiceAccount", "name": self.account, "namespace": self.account_namespace}],
         }
 
-    def matches(self, existing) -> bool:
+    def matches(self, existing: dict) -> bool:
         """Whether a RoleBinding found in a namespace is the one this grant makes (roleRef cannot be changed)."""
-        ref, subjects = existing.role_ref, existing.subjects or []
-        return (ref.kind == "ClusterRole" and ref.name == self.cluster_role and len(subjects) == 1
-                and subjects[0].kind == "ServiceAccount" and subjects[0].name == self.account
-                and subjects[0].namespace == self.account_namespace)
+        ref, subjects = existing.get("roleRef") or {}, existing.get("subjects") or []
+        return (ref.get("kind") == "ClusterRole" and ref.get("name") == self.cluster_role and len(subjects) == 1
+                and subjects[0].get("kind") == "ServiceAccount" and subjects[0].get("name") == self.account
+                and subjects[0].get("namespace") == self.account_namespace)
+
+
+def bindings_path(namespace: str | None = None, name: str = "") -> str:
+    where = f"/namespaces/{namespace}" if namespace else ""
+    return f"/apis/rbac.authorization.k8s.io/v1{where}/rolebindings" + (f"/{name}" if name else "")
 
 
 class Binder:
-    def __init__(self, api_client: kubernetes.client.ApiClient, grant: Grant):
-        self.custom = kubernetes.client.CustomObjectsApi(api_client)
-        self.rbac = kubernetes.client.RbacAuthorizationV1Api(api_client)
+    def __init__(self, api: KubeApi, grant: Grant):
+        self.api = api
         self.grant = grant
 
     def needs_rights(self, namespace: str) -> bool:
-        listed = self.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, VIRTUALCLUSTERS, limit=1,
-                                                           _request_timeout=REQUEST_TIMEOUT)
+        listed = self.api.request("GET", f"{CRD_PATH}/namespaces/{namespace}/{VIRTUALCLUSTERS}", query={"limit": 1})
         return bool(listed.get("items")) or namespace in self.holding_namespaces()
 
     def holding_namespaces(self) -> set[str]:
         """Namespaces whose VirtualClusters GlobalNodes name (claimed, occupied, returning, held)."""
-        listed = self.custom.list_cluster_custom_object(GROUP, VERSION, GLOBALNODES, _request_timeout=REQUEST_TIMEOUT)
+        listed = self.api.request("GET", f"{CRD_PATH}/{GLOBALNODES}")
         owners = ((item.get("status") or {}).get("virtualCluster") or "" for item in listed.get("items") or [])
         return {owner.split("/")[0] for owner in owners if owner.count("/") == 1 and all(owner.split("/"))}
 
     def reconcile(self, namespace: str) -> str | None:
         """Bind or unbind in one namespace as its VirtualClusters say; returns what changed, if anything."""
         wanted = self.needs_rights(namespace)
-        try:
-            existing = self.rbac.read_namespaced_role_binding(BINDING, namespace, _request_timeout=REQUEST_TIMEOUT)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-            existing = None
+        existing = self.api.request("GET", bindings_path(namespace, BINDING), ok_missing=True)
         if existing is not None and (not wanted or not self.grant.matches(existing)):
-            self._delete(namespace)
+            self.api.request("DELETE", bindings_path(namespace, BINDING), ok_missing=True)
             if not wanted:
                 return "unbound"
             existing = None
         if wanted and existing is None:
             try:
-                self.rbac.create_namespaced_role_binding(namespace, self.grant.binding(namespace),
-                                                         field_manager=MANAGED_BY, _request_timeout=REQUEST_TIMEOUT)
-            except ApiException as exc:
+                self.api.request("POST", bindings_path(namespace), query={"fieldManager": MANAGED_BY},
+                                 body=self.grant.binding(namespace))
+            except KubeApiError as exc:
                 if exc.status != 409:  # made meanwhile by a replica before this one
                     raise
             return "bound"
         return None
 
-    def _delete(self, namespace: str) -> None:
-        try:
-            self.rbac.delete_namespaced_role_binding(BINDING, namespace, _request_timeout=REQUEST_TIMEOUT)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-
     def resync(self) -> str:
         """Every namespace with a VirtualCluster or one of the binder's bindings; returns the list's version."""
-        listed = self.custom.list_cluster_custom_object(GROUP, VERSION, VIRTUALCLUSTERS,
-                                                        _request_timeout=REQUEST_TIMEOUT)
+        listed = self.api.request("GET", f"{CRD_PATH}/{VIRTUALCLUSTERS}")
         namespaces = {item["metadata"]["namespace"] for item in listed.get("items") or []}
         namespaces |= self.holding_namespaces()
-        bound = self.rbac.list_role_binding_for_all_namespaces(label_selector=SELECTOR,
-                                                               _request_timeout=REQUEST_TIMEOUT)
-        namespaces |= {item.metadata.namespace for item in bound.items if item.metadata.name == BINDING}
+        bound = self.api.request("GET", bindings_path(), query={"labelSelector": SELECTOR})
+        namespaces |= {item["metadata"]["namespace"] for item in bound.get("items") or []
+                       if item["metadata"]["name"] == BINDING}
         for namespace in sorted(namespaces):
             self._reconcile_logged(namespace)
         return listed["metadata"]["resourceVersion"]
@@ -125,8 +113,8 @@ class Binder:
     def _reconcile_logged(self, namespace: str) -> None:
         try:
             change = self.reconcile(namespace)
-        except ApiException as exc:  # e.g. refused by the admission policy: the other namespaces go on
-            log.warning("namespace %s: API error %s (%s): %s", namespace, exc.status, exc.reason, exc.body)
+        except KubeApiError as exc:  # e.g. refused by the admission policy: the other namespaces go on
+            log.warning("namespace %s: %s", namespace, exc)
             return
         if change == "bound":
             log.info("namespace %s: holds a VirtualCluster or nodes of one; %s bound to the operator", namespace,
@@ -140,20 +128,18 @@ class Binder:
         while not stop.is_set():
             try:
                 version = self.resync()
-                watch = kubernetes.watch.Watch()
-                for event in watch.stream(self.custom.list_cluster_custom_object, GROUP, VERSION, VIRTUALCLUSTERS,
-                                          resource_version=version, timeout_seconds=resync_seconds,
-                                          _request_timeout=resync_seconds + REQUEST_TIMEOUT):
+                events = self.api.watch(f"{CRD_PATH}/{VIRTUALCLUSTERS}", {"resourceVersion": version}, resync_seconds)
+                for event in events:
                     if stop.is_set():
-                        watch.stop()
+                        events.close()
                         break
                     obj = event.get("object") or {}
                     namespace = (obj.get("metadata") or {}).get("namespace") if isinstance(obj, dict) else None
                     if namespace and event.get("type") in ("ADDED", "DELETED", "MODIFIED"):
                         self._reconcile_logged(namespace)
-            except ApiException as exc:
+            except KubeApiError as exc:
                 if exc.status != 410:  # 410: the watch's version is too old; resync at once
-                    log.warning("API error %s (%s); resyncing in %.0fs", exc.status, exc.reason, retry_seconds)
+                    log.warning("%s; resyncing in %.0fs", exc, retry_seconds)
                     stop.wait(retry_seconds)
             except Exception as exc:  # a dropped connection: resync, which repairs whatever was missed
                 log.warning("%s: %s; resyncing in %.0fs", type(exc).__name__, exc, retry_seconds)
@@ -182,8 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        configuration = load_configuration(kubeconfig_path(args.kubeconfig))
-    except (FileNotFoundError, KubeClientError, kubernetes.config.ConfigException) as exc:
+        connection = host_connection(kubeconfig_path(args.kubeconfig))
+    except (FileNotFoundError, KubeApiError) as exc:
         print(f"kubenest-binder: {exc}", file=sys.stderr)
         return 2
     stop = threading.Event()
@@ -195,6 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, _stop)
     log.info("binding %s to %s in namespaces with a VirtualCluster", args.grant.cluster_role, args.operator_account)
-    with kubernetes.client.ApiClient(configuration) as api_client:
-        Binder(api_client, args.grant).run(stop, args.resync)
+    api = KubeApi(connection, timeout=REQUEST_TIMEOUT)
+    try:
+        Binder(api, args.grant).run(stop, args.resync)
+    finally:
+        api.close()
     return 0

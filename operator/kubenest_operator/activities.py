@@ -15,7 +15,7 @@ from .settings import apply_kopf_settings
 @kopf.on.login()
 def login(memo: kopf.Memo, **_: Any) -> kopf.ConnectionInfo:
     # The same kubeconfig (or service account) as the operator's own client and the playbooks.
-    return connection_info(memo.ctx.configuration)
+    return connection_info(memo.ctx.api.connection)
 
 
 @kopf.on.startup()

@@ -6,7 +6,7 @@ import base64
 import datetime
 
 from ansible_collections.kosmos.kubenest.plugins.module_utils import pki
-from kubernetes.client.rest import ApiException
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import KubeApiError
 
 from .context import Context
 from .kube import is_status
@@ -58,7 +58,7 @@ async def pki_secrets(ctx: Context, namespace: str, name: str) -> dict[str, dict
         secret_name = pattern.format(name=name)
         try:
             secrets[secret_name] = await ctx.api.read_secret_data(namespace, secret_name)
-        except ApiException as exc:
+        except KubeApiError as exc:
             if not is_status(exc, 404):
                 raise
     return secrets

@@ -9,12 +9,8 @@ import sys
 from pathlib import Path
 
 import kopf
-import kubernetes
 import yaml
 from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import KubeApiError
-from kubernetes.client.rest import ApiException
-
-from kubenest_operator.sdk_config import KubeClientError
 
 from . import __version__
 from .extravars import load_site_vars
@@ -145,9 +141,6 @@ def config_from_args(args: argparse.Namespace) -> Config:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     kopf.configure(verbose=args.verbose, log_prefix=True)  # to stderr
-    # HTTP client internals stay quiet even with --verbose: request details are no operator log material.
-    for name in ("urllib3", "kubernetes"):
-        logging.getLogger(name).setLevel(logging.INFO)
     try:
         config = config_from_args(args)
     except FileNotFoundError as exc:
@@ -185,8 +178,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         ctx = Context.create(config)
-    except (kubernetes.config.ConfigException, KubeClientError, KubeApiError, yaml.YAMLError, OSError,
-            ValueError) as exc:
+        ctx.api.connection.bearer()  # an exec plugin that fails says so now, not at kopf's first login
+    except (KubeApiError, OSError, ValueError) as exc:
         log.error("cannot use the kubeconfig: %s", " ".join(str(exc).split()))
         return 2
     if args.metrics_address:
@@ -206,9 +199,10 @@ def main(argv: list[str] | None = None) -> int:
     priority = config.priority
     if config.peering is not None and priority is None:
         try:
-            priority = claim_priority(ctx.api.client, config.peering, identity, settle=config.peering_settle)
-        except (ApiException, OSError, RuntimeError) as exc:
-            log.error("cannot join peering %r: %s", config.peering, getattr(exc, "reason", None) or exc)
+            with ctx.api.host.client() as api:
+                priority = claim_priority(api, config.peering, identity, settle=config.peering_settle)
+        except (KubeApiError, RuntimeError) as exc:
+            log.error("cannot join peering %r: %s", config.peering, exc)
             return 1
     log.info("kubenest-operator %s: playbooks %s, %s, %s", __version__, config.playbook_dir,
              f"namespaces {', '.join(config.namespaces)}" if config.namespaces else "all namespaces",

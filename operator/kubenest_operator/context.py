@@ -7,12 +7,10 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-import kubernetes
-
 from .agent_audit import AgentAudit
 from .agent_client import AgentClientIdentity
 from .extravars import load_site_vars
-from .kube import Api, host_connection, load_configuration
+from .kube import Api, host_connection
 from .revision import desired_state_revision
 from .runs import PlaybookRunner, RunDirs
 from .settings import Config, collections_path
@@ -22,7 +20,6 @@ from .slots import ObjectLocks, RunSlots
 @dataclass
 class Context:
     config: Config
-    configuration: kubernetes.client.Configuration
     api: Api
     runner: PlaybookRunner
     slots: RunSlots  # --max-parallel runs at once, --max-parallel-per-namespace of one namespace
@@ -35,7 +32,7 @@ class Context:
 
     @classmethod
     def create(cls, config: Config) -> Context:
-        configuration = load_configuration(config.kubeconfig)
+        api = Api(host_connection(config.kubeconfig))
         run_dirs = RunDirs(config.runs_dir, config.artifacts_keep)
         run_dirs.reap_orphans()  # a killed operator's playbook may still be in its last task
         run_dirs.prune()
@@ -47,7 +44,7 @@ class Context:
         identity = AgentClientIdentity(config.runs_dir.with_name(config.runs_dir.name + "-agent-client"),
                                        retire_after=float(config.run_timeout or 86400))
         audit = AgentAudit(config.runs_dir.with_name(config.runs_dir.name + "-agent-audit"))
-        return cls(config, configuration, Api(configuration, host_connection(config.kubeconfig)), runner,
+        return cls(config, api, runner,
                    RunSlots(config.max_parallel, config.max_parallel_per_namespace), ObjectLocks(), identity, audit,
                    revision=desired_state_revision(config.playbook_dir.parent),
                    upgrades=asyncio.Semaphore(config.max_parallel_upgrades))

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import kopf
-from kubernetes.client.rest import ApiException
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import KubeApiError
 
 from . import drift, events, health, metrics, node_queue, spec_kubeconfig
 from . import status as st
@@ -23,7 +23,7 @@ from .certificates import expiry_times, pki_secrets
 from .context import Context
 from .errors import backoff, failure_reason, summarize
 from .extravars import build_extravars, desired_spec, plain
-from .kube import is_status
+from .kube import http_error, is_status
 from .progress import RunTracker
 from .runs import RunOutcome, new_run_id
 
@@ -69,8 +69,8 @@ async def _report_progress(ctx: Context, namespace: str, name: str, run_id: str,
         try:
             await ctx.api.patch_virtualcluster_status(
                 namespace, name, st.progressed(run_id, ctx.config.playbook, started_at, progress))
-        except ApiException as exc:
-            logger.debug(f"progress not recorded: HTTP {exc.status}")
+        except KubeApiError as exc:
+            logger.debug(f"progress not recorded: {http_error(exc)}")
         sent = progress.version
 
 
@@ -100,7 +100,7 @@ async def _abort_when_deleted(ctx: Context, namespace: str, name: str, abort: as
         await asyncio.sleep(ctx.config.progress_interval)
         try:
             current = await ctx.api.get_virtualcluster(namespace, name)
-        except ApiException as exc:
+        except KubeApiError as exc:
             if not is_status(exc, 404):
                 continue
             current = {"metadata": {"deletionTimestamp": "gone"}}
@@ -171,9 +171,9 @@ async def _complete(ctx: Context, body: kopf.Body, run: Run, retry: int, logger:
                                 "with kubeconfigSecret {name, key} (set_stats)", "InvalidPlaybookResult")
     try:
         value = (await ctx.api.read_secret_data(namespace, secret_name)).get(secret_key)
-    except ApiException as exc:
+    except KubeApiError as exc:
         if not is_status(exc, 404):
-            raise kopf.TemporaryError(f"reading Secret {secret_name} failed: HTTP {exc.status}",
+            raise kopf.TemporaryError(f"reading Secret {secret_name} failed: {http_error(exc)}",
                                       delay=ctx.config.backoff_base) from None
         value = None
     if not value:
@@ -229,16 +229,16 @@ async def converge(ctx: Context, body: kopf.Body, phase: str, retry: int, logger
     if run.outcome.ok:
         try:  # before Ready turns True: the health look compares against it
             await health.record_inventory(ctx, body.metadata.namespace, body.metadata.name)
-        except ApiException as exc:  # the look then compares against the last record, or the workloads
-            logger.warning(f"could not record the control plane's objects: HTTP {exc.status}")
-        with contextlib.suppress(ApiException):  # a run may have issued or renewed certificates
+        except KubeApiError as exc:  # the look then compares against the last record, or the workloads
+            logger.warning(f"could not record the control plane's objects: {http_error(exc)}")
+        with contextlib.suppress(KubeApiError):  # a run may have issued or renewed certificates
             metrics.set_certificates(body.metadata.namespace, body.metadata.name,
                                      expiry_times(await pki_secrets(ctx, body.metadata.namespace, body.metadata.name)))
         observed = await _complete(ctx, body, run, retry, logger)
         try:
             await drift.record_revision(ctx, body.metadata.namespace, body.metadata.name)
-        except ApiException as exc:  # the next start then runs once more, nothing worse
-            logger.warning(f"could not record the reconciled revision: HTTP {exc.status}")
+        except KubeApiError as exc:  # the next start then runs once more, nothing worse
+            logger.warning(f"could not record the reconciled revision: {http_error(exc)}")
         logger.info(f"reconciled generation {observed} in {time.monotonic() - started:.1f}s")
         return
     failure = run.tracker.last_failure

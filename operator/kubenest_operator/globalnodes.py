@@ -25,11 +25,11 @@ from typing import Any
 
 import kopf
 from ansible_collections.kosmos.kubenest.plugins.module_utils import globalnodes as protocol
-from kubernetes.client.rest import ApiException
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import KubeApiError
 
 from .context import Context
 from .extravars import plain
-from .kube import GLOBALNODES, GROUP, VERSION
+from .kube import GLOBALNODES, GROUP, VERSION, http_error
 from .orphans import OrphanReturns
 
 CONTROL_PLANE_LABELS = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
@@ -138,7 +138,7 @@ def _indexed(index: kopf.Index, name: str) -> Record | None:
 async def _fresh(ctx: Context, name: str) -> Record | None:
     try:
         return Record.from_body(await ctx.api.get_globalnode(name))
-    except ApiException as exc:
+    except KubeApiError as exc:
         if exc.status == 404:
             return None
         raise
@@ -159,7 +159,7 @@ async def _converge(ctx: Context, node: dict[str, Any], record: Record | None, l
             if patch is not None:
                 await ctx.api.patch_globalnode(name, patch, status=True)
             return
-        except ApiException as exc:
+        except KubeApiError as exc:
             if exc.status not in (404, 409):  # 409: exists already, or changed since read
                 raise
         record = await _fresh(ctx, name)
@@ -174,7 +174,7 @@ async def _forget(ctx: Context, name: str, record: Record | None, logger: loggin
             await ctx.api.delete_globalnode(name, record.resource_version)
             logger.info(f"GlobalNode {name} deleted with its Node")
             return
-        except ApiException as exc:
+        except KubeApiError as exc:
             if exc.status == 404:
                 return
             if exc.status != 409:  # 409: changed since read (perhaps claimed); look again
@@ -205,7 +205,7 @@ async def resync(ctx: Context, logger: logging.Logger, orphans: OrphanReturns | 
             continue
         try:
             await _converge(ctx, node, await _fresh(ctx, node["metadata"]["name"]), logger)
-        except (ApiException, kopf.TemporaryError) as exc:
+        except (KubeApiError, kopf.TemporaryError) as exc:
             logger.warning(f"GlobalNode {node['metadata']['name']} not synced: {getattr(exc, 'reason', exc)}")
     globalnodes = await ctx.api.list_globalnodes()
     if orphans is not None:
@@ -218,7 +218,7 @@ async def resync(ctx: Context, logger: logging.Logger, orphans: OrphanReturns | 
         namespace, name = owner.split("/", 1)
         if await ctx.api.virtualcluster_exists(namespace, name):
             continue
-        with contextlib.suppress(ApiException):  # 409: it moved on meanwhile; the next pass looks again
+        with contextlib.suppress(KubeApiError):  # 409: it moved on meanwhile; the next pass looks again
             await ctx.api.patch_globalnode(record.name, release_patch(body), status=True)
             logger.info(f"GlobalNode {record.name} released: its virtual cluster {owner} is gone")
 
@@ -243,8 +243,8 @@ async def _resync_forever(ctx: Context, interval: float, logger: logging.Logger,
     while True:
         try:
             await resync(ctx, logger, orphans)
-        except ApiException as exc:
-            logger.warning(f"GlobalNode resync failed: HTTP {exc.status} {exc.reason}; retrying in {interval:.0f}s")
+        except KubeApiError as exc:
+            logger.warning(f"GlobalNode resync failed: {http_error(exc)}; retrying in {interval:.0f}s")
         except Exception:  # the loop must outlive any one bad pass
             logger.exception("GlobalNode resync failed")
         await asyncio.sleep(interval)

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import KubeApiError
-from kubernetes.client.rest import ApiException
 
 from . import metrics, owners
 from .certificates import PKI_SECRETS, due_certificates, expiry_times, pki_secrets
@@ -186,7 +185,7 @@ async def admin_kubeconfig(ctx: Context, namespace: str, status: Mapping[str, An
         return None
     try:
         value = (await ctx.api.read_secret_data(namespace, ref["name"])).get(ref.get("key", ""))
-    except ApiException as exc:
+    except KubeApiError as exc:
         if exc.status != 404:
             raise
         value = None

@@ -1,7 +1,7 @@
-"""Kubernetes API access: one configuration for kopf and for the operator's own calls.
+"""Kubernetes API access: one connection for kopf and for the operator's own calls.
 
-The operator's own calls use the official (synchronous) client in worker threads, so the event loop that
-serves kopf never blocks on them.
+The operator's own calls use the collection's client (module_utils/kube_api, the one its modules and plugins use)
+in worker threads, so the event loop that serves kopf never blocks on them.
 """
 
 from __future__ import annotations
@@ -12,11 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import kopf
-import kubernetes
-from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import Connection
-from kubernetes.client.rest import ApiException
-
-from kubenest_operator import sdk_config
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import Connection, KubeApiError
 
 from .clients import Lender, TenantClients
 
@@ -27,6 +23,7 @@ MERGE_PATCH = "application/merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 REQUEST_TIMEOUT = 30
 TENANT_TIMEOUT_S = 10
+CRD_PATH = f"/apis/{GROUP}/{VERSION}"
 
 
 def kubeconfig_path(explicit: str | None) -> str | None:
@@ -44,76 +41,79 @@ def kubeconfig_path(explicit: str | None) -> str | None:
     raise FileNotFoundError("no --kubeconfig, no $KUBECONFIG, not in a cluster and no ~/.kube/config")
 
 
-def load_configuration(kubeconfig: str | None) -> kubernetes.client.Configuration:
-    """The collection's loader, so an exec plugin in the kubeconfig runs as it does for the playbooks' tasks.
-    Raises sdk_config.KubeClientError."""
-    if kubeconfig is None:
-        configuration = kubernetes.client.Configuration()
-        kubernetes.config.load_incluster_config(client_configuration=configuration)
-        return configuration
-    return sdk_config.load_configuration(kubeconfig)
-
-
-def connection_info(configuration: kubernetes.client.Configuration) -> kopf.ConnectionInfo:
-    """The same credentials for kopf's own client (as kopf.login_via_client does, for our configuration). kopf
-    logs in again when the server answers 401; by then an exec plugin's expired credential has been renewed
-    (reading the token runs the configuration's refresh hook)."""
-    header = (configuration.get_api_key_with_prefix("BearerToken")
-              or configuration.get_api_key_with_prefix("authorization"))
-    parts = header.split(" ", 1) if header else []
-    scheme, token = (None, None) if not parts else (None, parts[0]) if len(parts) == 1 else (parts[0], parts[1])
-    return kopf.ConnectionInfo(
-        server=configuration.host, ca_path=configuration.ssl_ca_cert, insecure=not configuration.verify_ssl,
-        username=configuration.username or None, password=configuration.password or None,
-        scheme=scheme, token=token,
-        certificate_path=configuration.cert_file, private_key_path=configuration.key_file,
-    )
-
-
-def is_status(exc: BaseException, *codes: int) -> bool:
-    return isinstance(exc, ApiException) and exc.status in codes
-
-
 def host_connection(kubeconfig: str | None) -> Connection:
-    """The same server and credentials for the collection's client (the looks' reads, clients.py). Raises
-    kube_api.ConfigError."""
+    """The host's server and credentials (a kubeconfig path, None: in-cluster). An exec plugin in the kubeconfig
+    runs as it does for the playbooks' tasks. Raises kube_api.ConfigError."""
     return Connection.in_cluster() if kubeconfig is None else Connection.from_kubeconfig(kubeconfig)
 
 
+def _text(pem: bytes | None) -> str | None:
+    return pem.decode() if pem else None
+
+
+def connection_info(connection: Connection) -> kopf.ConnectionInfo:
+    """The same credentials for kopf's own client. kopf logs in again when the server answers 401; by then an
+    exec plugin's expired credential has been renewed (the connection asks the plugin for its current one)."""
+    cert, key = connection.client_pair()
+    token = connection.bearer()
+    return kopf.ConnectionInfo(
+        server=connection.server, ca_data=_text(connection.ca_pem), insecure=connection.insecure or None,
+        token=token, scheme="Bearer" if token else None,
+        certificate_data=_text(cert), private_key_data=_text(key), proxy_url=connection.proxy_url,
+    )
+
+
+def http_error(exc: KubeApiError) -> str:
+    """An API error for a log line or a status message: the answer's code, or why there was none."""
+    return f"HTTP {exc.status} {exc.reason or ''}".rstrip() if exc.status else str(exc)
+
+
+def is_status(exc: BaseException, *codes: int) -> bool:
+    return isinstance(exc, KubeApiError) and exc.status in codes
+
+
+def vc_path(namespace: str, name: str, subresource: str = "") -> str:
+    return f"{CRD_PATH}/namespaces/{namespace}/{VIRTUALCLUSTERS}/{name}" + (f"/{subresource}" if subresource else "")
+
+
+def gn_path(name: str = "", subresource: str = "") -> str:
+    return f"{CRD_PATH}/{GLOBALNODES}" + (f"/{name}" if name else "") + (f"/{subresource}" if subresource else "")
+
+
 class Api:
-    """The few calls the operator makes itself, as coroutines."""
+    """The few calls the operator makes itself, as coroutines; they raise kube_api.KubeApiError."""
 
-    def __init__(self, configuration: kubernetes.client.Configuration, connection: Connection):
-        # The looks' reads, many per minute per virtual cluster, go through kept-alive collection clients.
+    def __init__(self, connection: Connection):
+        self.connection = connection
         self.host = Lender(connection, REQUEST_TIMEOUT, keep=8)
-        self.tenants = TenantClients(TENANT_TIMEOUT_S)
-        self.client = kubernetes.client.ApiClient(configuration)
-        self.custom = kubernetes.client.CustomObjectsApi(self.client)
-        self.core = kubernetes.client.CoreV1Api(self.client)
-        self.authorization = kubernetes.client.AuthorizationV1Api(self.client)
+        self.tenants = TenantClients(TENANT_TIMEOUT_S)  # the looks' clients of each tenant's API
 
-    async def _call(self, fn, *args, **kwargs) -> Any:
-        kwargs.setdefault("_request_timeout", REQUEST_TIMEOUT)
-        return await asyncio.to_thread(fn, *args, **kwargs)
+    def request_now(self, method: str, path: str, **kwargs: Any) -> Any:
+        """One request, blocking (for threads of their own: the metrics' server, peering at start)."""
+        with self.host.client() as api:
+            return api.request(method, path, **kwargs)
+
+    async def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+        return await asyncio.to_thread(self.request_now, method, path, **kwargs)
+
+    async def _patch(self, path: str, patch: dict[str, Any], content_type: str = MERGE_PATCH,
+                     force: bool = False) -> dict[str, Any]:
+        query = {"fieldManager": FIELD_MANAGER, "force": "true" if force else None}
+        return await self._request("PATCH", path, query=query, body=patch, content_type=content_type)
 
     # VirtualClusters
     async def get_virtualcluster(self, namespace: str, name: str) -> dict[str, Any]:
-        return await self._call(self.custom.get_namespaced_custom_object, GROUP, VERSION, namespace,
-                                VIRTUALCLUSTERS, name)
+        return await self._request("GET", vc_path(namespace, name))
 
     async def patch_virtualcluster_status(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
-        return await self._call(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION, namespace,
-                                VIRTUALCLUSTERS, name, patch, field_manager=FIELD_MANAGER, _content_type=MERGE_PATCH)
+        return await self._patch(vc_path(namespace, name, "status"), patch)
 
     async def apply_virtualcluster_conditions(self, body: dict[str, Any]) -> dict[str, Any]:
         meta = body["metadata"]
-        return await self._call(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION,
-                                meta["namespace"], VIRTUALCLUSTERS, meta["name"], body,
-                                field_manager=FIELD_MANAGER, force=True, _content_type=APPLY_PATCH)
+        return await self._patch(vc_path(meta["namespace"], meta["name"], "status"), body, APPLY_PATCH, force=True)
 
     async def patch_virtualcluster(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
-        return await self._call(self.custom.patch_namespaced_custom_object, GROUP, VERSION, namespace,
-                                VIRTUALCLUSTERS, name, patch, field_manager=FIELD_MANAGER, _content_type=MERGE_PATCH)
+        return await self._patch(vc_path(namespace, name), patch)
 
     async def list_virtualclusters(self, namespaces: tuple[str, ...] = ()) -> list[dict[str, Any]]:
         """In every namespace, or in the given ones (the operator's namespaced mode)."""
@@ -121,67 +121,48 @@ class Api:
 
     def virtualclusters_now(self, namespaces: tuple[str, ...] = ()) -> list[dict[str, Any]]:
         """list_virtualclusters for a thread of its own (the metrics' server)."""
-        if not namespaces:
-            listed = self.custom.list_cluster_custom_object(GROUP, VERSION, VIRTUALCLUSTERS,
-                                                            _request_timeout=REQUEST_TIMEOUT)
-            return listed.get("items") or []
-        items: list[dict[str, Any]] = []
-        for namespace in namespaces:
-            listed = self.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, VIRTUALCLUSTERS,
-                                                               _request_timeout=REQUEST_TIMEOUT)
-            items.extend(listed.get("items") or [])
-        return items
+        paths = [f"{CRD_PATH}/namespaces/{namespace}/{VIRTUALCLUSTERS}" for namespace in namespaces] \
+            or [f"{CRD_PATH}/{VIRTUALCLUSTERS}"]
+        return [item for path in paths for item in self.request_now("GET", path).get("items") or []]
 
     async def has_tenant_rights(self, namespace: str) -> bool:
         """Whether the operator may write a control plane's Secrets here (its tenant rights, which
         kubenest-binder grants per namespace in the default install)."""
         review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
                   "spec": {"resourceAttributes": {"namespace": namespace, "verb": "create", "resource": "secrets"}}}
-        result = await self._call(self.authorization.create_self_subject_access_review, review)
-        return bool(result.status.allowed)
+        result = await self._request("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", body=review)
+        return bool((result.get("status") or {}).get("allowed"))
 
     async def read_secret_data(self, namespace: str, name: str) -> dict[str, str]:
-        secret = await self._call(self.core.read_namespaced_secret, name, namespace)
-        return dict(secret.data or {})  # values stay base64, exactly as spec.kubeconfig wants them
+        secret = await self._request("GET", f"/api/v1/namespaces/{namespace}/secrets/{name}")
+        return dict(secret.get("data") or {})  # values stay base64, exactly as spec.kubeconfig wants them
 
     # GlobalNodes
     async def get_globalnode(self, name: str) -> dict[str, Any]:
-        return await self._call(self.custom.get_cluster_custom_object, GROUP, VERSION, GLOBALNODES, name)
+        return await self._request("GET", gn_path(name))
 
     async def create_globalnode(self, body: dict[str, Any]) -> dict[str, Any]:
-        return await self._call(self.custom.create_cluster_custom_object, GROUP, VERSION, GLOBALNODES, body,
-                                field_manager=FIELD_MANAGER)
+        return await self._request("POST", gn_path(), query={"fieldManager": FIELD_MANAGER}, body=body)
 
     async def patch_globalnode(self, name: str, patch: dict[str, Any], status: bool = False) -> dict[str, Any]:
-        fn = self.custom.patch_cluster_custom_object_status if status else self.custom.patch_cluster_custom_object
-        return await self._call(fn, GROUP, VERSION, GLOBALNODES, name, patch, field_manager=FIELD_MANAGER,
-                                _content_type=MERGE_PATCH)
+        return await self._patch(gn_path(name, "status" if status else ""), patch)
 
     async def list_globalnodes(self) -> list[dict[str, Any]]:
         return await asyncio.to_thread(self.globalnodes_now)
 
     def globalnodes_now(self) -> list[dict[str, Any]]:
-        listed = self.custom.list_cluster_custom_object(GROUP, VERSION, GLOBALNODES, _request_timeout=REQUEST_TIMEOUT)
-        return listed.get("items") or []
+        return self.request_now("GET", gn_path()).get("items") or []
 
     async def list_nodes(self) -> list[dict[str, Any]]:
-        listed = await self._call(self.core.list_node)
-        return [self.client.sanitize_for_serialization(node) for node in listed.items]
+        return (await self._request("GET", "/api/v1/nodes")).get("items") or []
 
     async def virtualcluster_exists(self, namespace: str, name: str) -> bool:
-        try:
-            await self.get_virtualcluster(namespace, name)
-        except ApiException as exc:
-            if exc.status == 404:
-                return False
-            raise
-        return True
+        return await self._request("GET", vc_path(namespace, name), ok_missing=True) is not None
 
     async def delete_globalnode(self, name: str, resource_version: str) -> None:
         options = {"preconditions": {"resourceVersion": resource_version}}
-        await self._call(self.custom.delete_cluster_custom_object, GROUP, VERSION, GLOBALNODES, name, body=options)
+        await self._request("DELETE", gn_path(name), body=options)
 
     def close(self) -> None:
-        self.client.close()
         self.host.close()
         self.tenants.close()

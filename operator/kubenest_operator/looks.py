@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import kopf
-from kubernetes.client.rest import ApiException
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import KubeApiError
 
 from . import events, health
 from . import status as st
@@ -31,7 +31,7 @@ from .context import Context
 from .converge import converge, set_ready
 from .errors import backoff, summarize
 from .extravars import plain
-from .kube import GROUP, VERSION, VIRTUALCLUSTERS
+from .kube import GROUP, VERSION, VIRTUALCLUSTERS, http_error
 from .settings import Config
 from .slots import exclusive_run
 
@@ -190,8 +190,8 @@ async def look_now(body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, **_
                          certificates_at=now + ctx.config.cert_check_interval)
     try:
         await look(ctx, body, memo.pace, logger)
-    except ApiException as exc:
-        logger.debug(f"could not look: HTTP {exc.status}")
+    except KubeApiError as exc:
+        logger.debug(f"could not look: {http_error(exc)}")
     except Exception as exc:  # the tenant API unreachable, a broken kubeconfig: look again later
         logger.debug(f"could not look: {type(exc).__name__}: {summarize(exc)}")
 

@@ -11,11 +11,12 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kubernetes.client.rest import ApiException
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import KubeApiError
 
 from . import status as st
 from .context import Context
 from .extravars import desired_spec, plain
+from .kube import http_error
 
 
 def waiting_before(virtualclusters: Iterable[Mapping[str, Any]], namespace: str, name: str,
@@ -52,8 +53,8 @@ async def queue_for(ctx: Context, body: Mapping[str, Any], logger: logging.Logge
     status = plain(body.get("status") or {})
     try:
         listed = await ctx.api.list_virtualclusters(ctx.config.namespaces)
-    except ApiException as exc:  # fairness is best effort: the claim itself stays safe without it
-        logger.warning(f"listing VirtualClusters for the node queue failed (HTTP {exc.status}); claiming without it")
+    except KubeApiError as exc:  # fairness is best effort: the claim itself stays safe without it
+        logger.warning(f"listing VirtualClusters for the node queue failed ({http_error(exc)}); claiming without it")
         return []
     since = status.get("waitingSince") if status.get("phase") == st.PENDING else None
     return waiting_before(listed, meta.get("namespace"), meta.get("name"), since)

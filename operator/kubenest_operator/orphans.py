@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.kosmos.kubenest.plugins.module_utils import globalnodes as protocol
-from kubernetes.client.rest import ApiException
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import KubeApiError
 
 from .context import Context
 from .errors import summarize
@@ -66,7 +66,7 @@ async def _gone(ctx: Context, namespace: str, name: str) -> bool:
             return False
         await ctx.api.read_secret_data(namespace, f"{name}-admin-kubeconfig")
         return False  # a plain-playbook virtual cluster, or one whose objects are still being collected
-    except ApiException as exc:
+    except KubeApiError as exc:
         return exc.status == 404
 
 

@@ -19,8 +19,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-import kubernetes
-from kubernetes.client.rest import ApiException
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import KubeApi
 
 log = logging.getLogger(__name__)
 
@@ -67,26 +66,21 @@ def _record(priority: int, now: datetime.datetime) -> dict[str, Any]:
     return {"priority": priority, "lifetime": LIFETIME, "lastseen": now.isoformat()}
 
 
-def claim_priority(api_client: kubernetes.client.ApiClient, peering: str, identity: str,
-                   settle: float = 3.0, attempts: int = 5) -> int:
+def claim_priority(api: KubeApi, peering: str, identity: str, settle: float = 3.0, attempts: int = 5) -> int:
     """Register in the peering object with a junior priority; returns the priority to run kopf with."""
-    custom = kubernetes.client.CustomObjectsApi(api_client)
+    path = f"/apis/{PEERING_GROUP}/{PEERING_VERSION}/{CLUSTER_PEERINGS}/{peering}"
     for _attempt in range(attempts):
-        try:
-            obj = custom.get_cluster_custom_object(PEERING_GROUP, PEERING_VERSION, CLUSTER_PEERINGS, peering)
-        except ApiException as exc:
-            if exc.status == 404:
-                log.error("ClusterKopfPeering %r does not exist; kopf will wait for it (deploy/operator/peering.yaml)",
-                          peering)
-                return TOP_PRIORITY - PRIORITY_SPREAD - 1
-            raise
+        obj = api.request("GET", path, ok_missing=True)
+        if obj is None:
+            log.error("ClusterKopfPeering %r does not exist; kopf will wait for it (deploy/operator/peering.yaml)",
+                      peering)
+            return TOP_PRIORITY - PRIORITY_SPREAD - 1
         now = datetime.datetime.now(datetime.UTC)
         priority = junior_priority(list(live_peers(obj.get("status"), identity, now).values()))
-        custom.patch_cluster_custom_object(PEERING_GROUP, PEERING_VERSION, CLUSTER_PEERINGS, peering,
-                                           {"status": {identity: _record(priority, now)}},
-                                           _content_type="application/merge-patch+json")
+        api.request("PATCH", path, body={"status": {identity: _record(priority, now)}},
+                    content_type="application/merge-patch+json")
         time.sleep(settle)
-        obj = custom.get_cluster_custom_object(PEERING_GROUP, PEERING_VERSION, CLUSTER_PEERINGS, peering)
+        obj = api.request("GET", path)
         others = live_peers(obj.get("status"), identity, datetime.datetime.now(datetime.UTC))
         if priority not in others.values():
             log.info("peering %r: priority %d, %d live peer(s)", peering, priority, len(others))

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 import kopf
-from kubernetes.client.rest import ApiException
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import KubeApiError
 
 from . import metrics
 from . import status as st
@@ -31,7 +31,7 @@ async def exclusive_run(ctx: Context, namespace: str, name: str, phase: str | No
         # Checking and taking a free slot happen without a suspension point in between, so a VirtualCluster
         # that has to wait always says so.
         if announce and ctx.slots.busy(namespace):
-            with contextlib.suppress(ApiException):
+            with contextlib.suppress(KubeApiError):
                 await ctx.api.patch_virtualcluster_status(namespace, name, st.queued(phase))
         asked = time.monotonic()
         metrics.WAITING.inc()
@@ -44,7 +44,7 @@ async def exclusive_run(ctx: Context, namespace: str, name: str, phase: str | No
         try:
             try:
                 current = kopf.Body(await ctx.api.get_virtualcluster(namespace, name))
-            except ApiException as exc:
+            except KubeApiError as exc:
                 if not is_status(exc, 404):
                     raise
                 current = None

@@ -13,11 +13,11 @@ import logging
 from typing import Any
 
 import kopf
-from kubernetes.client.rest import ApiException
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import KubeApiError
 
 from .context import Context
 from .extravars import desired_spec, plain
-from .kube import GROUP, VERSION, VIRTUALCLUSTERS, is_status
+from .kube import GROUP, VERSION, VIRTUALCLUSTERS, http_error, is_status
 from .settings import ANNOTATION_PREFIX
 
 WRITE_ATTEMPTS = 5
@@ -41,11 +41,11 @@ async def write(ctx: Context, namespace: str, name: str, value: str | None, ran_
                 current = await ctx.api.patch_virtualcluster(namespace, name, {
                     "metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
                     "spec": {"kubeconfig": value}})
-        except ApiException as exc:
+        except KubeApiError as exc:
             if exc.status == 409:
                 continue
             # The response could echo the request; keep the message to the status code.
-            raise kopf.TemporaryError(f"writing spec.kubeconfig failed: HTTP {exc.status} {exc.reason}",
+            raise kopf.TemporaryError(f"writing spec.kubeconfig failed: {http_error(exc)}",
                                       delay=ctx.config.backoff_base) from None
         return current["metadata"].get("generation") if unchanged else ran_generation
     raise kopf.TemporaryError("writing spec.kubeconfig kept conflicting with other writers",
@@ -67,7 +67,7 @@ async def _expected(ctx: Context, body: kopf.Body) -> str | None:
         return None
     try:
         return (await ctx.api.read_secret_data(body.metadata.namespace, ref["name"])).get(ref["key"])
-    except ApiException as exc:
+    except KubeApiError as exc:
         if is_status(exc, 404):
             return None
         raise

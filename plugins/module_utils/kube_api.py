@@ -120,7 +120,9 @@ class Connection:
         self.server_name = server_name
         self.exec_plugin = exec_plugin
         self.proxy = _proxy(proxy_url) if proxy_url else None
+        self.proxy_url = proxy_url
         self._ca_pem, self._insecure = ca_pem, insecure
+        self._client_pair = (cert_pem, key_pem)
         self._static_context = None
         if self.scheme == "https" and exec_plugin is None:
             self._static_context = self._ssl_context(ca_pem, cert_pem, key_pem, insecure)
@@ -139,6 +141,22 @@ class Connection:
             self._exec_context = (credential, self._ssl_context(self._ca_pem, credential.cert_pem, credential.key_pem,
                                                                 self._insecure))
         return self._exec_context[1]
+
+    @property
+    def ca_pem(self):
+        return self._ca_pem
+
+    @property
+    def insecure(self):
+        return self._insecure
+
+    def client_pair(self):
+        """(certificate PEM, key PEM) of the next connection, or (None, None): for clients that make their own TLS
+        (the operator's kopf), with an exec plugin's current credential."""
+        if self.exec_plugin is None:
+            return self._client_pair
+        credential = self._exec_credential()
+        return credential.cert_pem, credential.key_pem
 
     def _exec_credential(self):
         try:
@@ -417,6 +435,43 @@ class KubeApi:
                 retry_after = None
             return response.status, response.reason, retry_after, payload
         raise AssertionError("unreachable")
+
+    def watch(self, path, query=None, timeout=300):
+        """The events of a watch on `path` ({"type": ..., "object": ...}) until the server ends it, at most
+        `timeout` seconds; over a connection of its own, closed at the end. An ERROR event (410: the version asked
+        for is gone) is raised as a KubeApiError with the event's code."""
+        query = dict(query or {}, watch="true", timeoutSeconds=str(int(timeout)))
+        url = self.connection.base_path + path + "?" + urllib.parse.urlencode(query)
+        conn = self._open()
+        conn.timeout = timeout + self.timeout  # the server ends the watch; this is for one that went silent
+        try:
+            try:
+                conn.request("GET", url, headers=self._headers("application/json", None, None))
+                response = conn.getresponse()
+            except (OSError, http.client.HTTPException) as exc:
+                raise KubeApiError("WATCH %s: cannot reach the API server at %s: %s"
+                                   % (path, self.connection.server, exc)) from None
+            if response.status >= 400:
+                payload = response.read()
+                raise KubeApiError("WATCH %s: %s" % (path, _status_message(response.status, response.reason, payload)),
+                                   status=response.status, reason=response.reason,
+                                   server_message=_server_message(payload))
+            while True:
+                try:
+                    line = response.readline()
+                except (OSError, http.client.HTTPException) as exc:
+                    raise KubeApiError("WATCH %s: the stream broke: %s" % (path, exc)) from None
+                if not line:
+                    return
+                event = json.loads(line)
+                if event.get("type") == "ERROR":
+                    status = event.get("object") or {}
+                    raise KubeApiError("WATCH %s: %s" % (path, status.get("message") or "error event"),
+                                       status=status.get("code"), reason=status.get("reason"),
+                                       server_message=status.get("message"))
+                yield event
+        finally:
+            conn.close()
 
     # Discovery of one group-version tells a kind's resource name and whether it lives in a namespace.
     def resource(self, api_version, kind):

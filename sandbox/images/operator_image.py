@@ -106,7 +106,7 @@ def build_root(base: Path, work: Path, scratch: Path) -> None:
         run = nspawn_runner(work, dirs)
         run(["/usr/bin/python3", "-m", "venv", VENV])
         run([f"{VENV}/bin/python", "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-index",
-             "--find-links", WHEELS_IN_IMAGE, "kubenest-operator", "ansible-core", "kubernetes",
+             "--find-links", WHEELS_IN_IMAGE, "kubenest-operator", "ansible-core",
              "cryptography", "websockets"])
         run([f"{VENV}/bin/python", "-m", "pip", "uninstall", "-q", "-y", "pip"])  # nothing installs at run time
     finally:

@@ -1,7 +1,7 @@
 """Kubeconfigs people have, against a real API server: an exec credential plugin (a real program handing out a
 ServiceAccount token or a client certificate the server's CA signed), a token the server revokes before its
 expiry, and an API server reached only through a real HTTP proxy (Debian's tinyproxy). The same kubeconfigs work
-for the controller-side actions, the modules and the operator's client."""
+for the controller-side actions, the modules and the operator (its requests and kopf's login)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ import yaml
 from ansible_collections.kosmos.kubenest.plugins.module_utils import kube_api, pki
 
 from kubenest_operator import kube as operator_kube
-from kubenest_operator import sdk_config
 from tests.support.exec_plugin import V1, credential, in_minutes, plugin_dir, runs
 from tests.support.http_proxy import TinyProxy
 from tests.support.playbook import run_module
@@ -94,17 +93,16 @@ def test_a_client_certificate_from_an_exec_plugin_works_for_every_client(apiserv
     path = exec_kubeconfig(apiserver, tmp_path)
     rc, result, _out = run_module("kube_info", path, kind="Namespace", name=NS)
     assert rc == 0 and result["resources"][0]["metadata"]["name"] == NS, result
-    # The collection's client in a process of its own (as a module or the inventory plugin runs it) and the
-    # operator's (the kubernetes SDK), with the credential from the same code.
+    # The collection's client in a process of its own (as a module or the inventory plugin runs it), and in the
+    # operator with the credential kopf logs in with, from the same code.
     modules_client = kube_api.connect(str(path))
     assert NS in {n["metadata"]["name"] for n in modules_client.list("v1", "Namespace")}
     modules_client.close()
-    configuration = operator_kube.load_configuration(str(path))
-    info = operator_kube.connection_info(configuration)
-    with open(info.certificate_path, "rb") as handle:
-        assert handle.read() == pki.certificate_pem(pair.cert)
-    operator_api = kubernetes.client.ApiClient(configuration)
-    assert kubernetes.client.CoreV1Api(operator_api).read_namespace(NS).metadata.name == NS
+    operator_api = operator_kube.Api(operator_kube.host_connection(str(path)))
+    info = operator_kube.connection_info(operator_api.connection)
+    assert info.certificate_data == pki.certificate_pem(pair.cert).decode()
+    assert operator_api.request_now("GET", f"/api/v1/namespaces/{NS}")["metadata"]["name"] == NS
+    operator_api.close()
     assert len(runs(bin_dir)) == 3  # the task, the module client, the operator
 
 
@@ -130,9 +128,11 @@ def test_an_api_server_behind_an_http_proxy(apiserver, core, tmp_path, proxy):
     assert rc == 0 and result["changed"], result
     assert proxy.password not in out
     assert "CONNECT" in proxy.log() and f"127.0.0.1:{apiserver.port}" in proxy.log()
-    configuration = sdk_config.load_configuration(str(path))
-    assert kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(configuration)) \
-        .read_namespaced_config_map("through-the-proxy", NS).data == {"a": "1"}
+    operator_api = operator_kube.Api(operator_kube.host_connection(str(path)))
+    config_map_path = f"/api/v1/namespaces/{NS}/configmaps/through-the-proxy"
+    assert operator_api.request_now("GET", config_map_path)["data"] == {"a": "1"}
+    assert operator_kube.connection_info(operator_api.connection).proxy_url == proxy.url  # kopf's way, too
+    operator_api.close()
     assert len(runs(bin_dir)) == 2
     # A wrong proxy password: the task names the proxy and its refusal (tinyproxy answers 401 to CONNECT).
     config = yaml.safe_load(path.read_text())

@@ -60,10 +60,13 @@ def test_the_image_runs_the_operator_as_non_root_on_a_read_only_root(containerd,
     assert (ident.returncode, ident.stdout.strip()) == (0, "65532"), ident.stderr
     usage = run("op-help", "/opt/kubenest/bin/kubenest-operator", "--help")
     assert usage.returncode == 0 and "--all-namespaces" in usage.stdout, usage.stderr
-    imports = run("op-imports", "python", "-c", "import kopf, ansible_runner, kubernetes, websockets, cryptography; "
-                  "import kubenest_operator.handlers; from kubenest_operator.settings import default_playbook_dir; "
-                  "print(default_playbook_dir())")
+    imports = run("op-imports", "python", "-c", "import kopf, ansible_runner, websockets, cryptography; "
+                  "import kubenest_operator.handlers, kubenest_binder; "
+                  "from kubenest_operator.settings import default_playbook_dir; print(default_playbook_dir())")
     assert imports.returncode == 0, imports.stderr
+    # The operator, the binder and the collection talk to the API through the collection's client alone.
+    sdk = run("op-no-sdk", "python", "-c", "import kubernetes")
+    assert sdk.returncode != 0 and "No module named 'kubernetes'" in sdk.stderr, (sdk.stdout, sdk.stderr)
     assert imports.stdout.strip() == "/opt/kubenest/collections/ansible_collections/kosmos/kubenest/playbooks"
     collections = run("op-collections", "ansible-galaxy", "collection", "list", "--format", "json")
     assert collections.returncode == 0, collections.stderr

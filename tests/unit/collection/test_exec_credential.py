@@ -8,15 +8,15 @@ import base64
 import http.server
 import json
 import os
+import tempfile
 import threading
 import time
 
-import kubernetes
 import pytest
 import yaml
 from ansible_collections.kosmos.kubenest.plugins.module_utils import exec_credential, kube_api
 
-from kubenest_operator import sdk_config
+from kubenest_operator import kube as operator_kube
 from tests.support.exec_plugin import V1, credential, in_minutes, plugin_dir, runs
 
 CA = b"-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n"
@@ -192,30 +192,29 @@ def test_a_second_refusal_stands(tmp_path, token_checking):
     assert len(_TokenChecking.seen) == 2 and len(runs(bin_dir)) == 2
 
 
-def test_the_sdk_client_takes_the_credential_from_the_same_implementation(tmp_path, token_checking):
+def test_the_operators_kopf_login_takes_the_credential_from_the_same_implementation(tmp_path, token_checking):
     bin_dir = plugin_dir(tmp_path, credential({"token": "old", "expirationTimestamp": in_minutes(-1)}),
                          credential({"token": "good"}))
-    configuration = sdk_config.load_configuration(str(exec_kubeconfig(tmp_path, server=token_checking)))
-    assert configuration.get_api_key_with_prefix("BearerToken") == "Bearer good"  # the expired one was renewed
-    client = kubernetes.client.ApiClient(configuration)
-    assert kubernetes.client.CoreV1Api(client).list_node().items == []
-    assert _TokenChecking.seen == ["Bearer good"] and len(runs(bin_dir)) == 2
+    info = operator_kube.connection_info(operator_kube.host_connection(str(exec_kubeconfig(tmp_path,
+                                                                                           server=token_checking))))
+    assert (info.scheme, info.token) == ("Bearer", "good")  # the expired one was renewed
+    assert len(runs(bin_dir)) == 2
 
 
-def test_the_sdk_client_reports_a_failing_plugin_where_the_kubeconfig_is_loaded(tmp_path):
+def test_a_failing_plugin_is_reported_when_the_operator_first_asks_for_a_credential(tmp_path):
     plugin_dir(tmp_path, {"exit": 1, "stderr": "no session"})
-    reason = "cannot load the kubeconfig .*exited with status 1: no session"
-    with pytest.raises(sdk_config.KubeClientError, match=reason):
-        sdk_config.load_configuration(str(exec_kubeconfig(tmp_path, server="http://127.0.0.1:1")))
+    connection = operator_kube.host_connection(str(exec_kubeconfig(tmp_path, server="http://127.0.0.1:1")))
+    with pytest.raises(kube_api.ConfigError, match="exited with status 1: no session"):
+        operator_kube.connection_info(connection)
 
 
-def test_the_sdk_client_writes_a_plugin_certificate_to_private_files(tmp_path):
+def test_kopf_gets_a_plugin_certificate_as_data_and_no_file_is_written(tmp_path):
     plugin_dir(tmp_path, credential({"clientCertificateData": "CERT PEM", "clientKeyData": "KEY PEM"}))
-    configuration = sdk_config.load_configuration(str(exec_kubeconfig(tmp_path, server="http://127.0.0.1:1")))
-    with open(configuration.key_file, encoding="utf-8") as handle:
-        assert handle.read() == "KEY PEM"
-    assert os.stat(configuration.key_file).st_mode & 0o077 == 0
-    assert os.stat(os.path.dirname(configuration.key_file)).st_mode & 0o077 == 0
+    before = set(os.listdir(tempfile.gettempdir()))
+    info = operator_kube.connection_info(operator_kube.host_connection(
+        str(exec_kubeconfig(tmp_path, server="http://127.0.0.1:1"))))
+    assert (info.certificate_data, info.private_key_data, info.token) == ("CERT PEM", "KEY PEM", None)
+    assert not {name for name in set(os.listdir(tempfile.gettempdir())) - before if name.startswith("kubenest-")}
 
 
 @pytest.mark.parametrize("proxy, message", [

@@ -211,3 +211,43 @@ def test_a_kubeconfig_given_as_data_carries_its_credentials_as_data():
     data["clusters"][0]["cluster"]["certificate-authority"] = "/etc/ca.crt"
     with pytest.raises(kube_api.ConfigError, match="the kubeconfig in the Secret x names certificate-authority: "):
         kube_api.Connection.from_config(data, None, where="in the Secret x")
+
+
+class _Watch(http.server.BaseHTTPRequestHandler):
+    """A watch answered in chunks, as an API server streams it: two events, then a 410 ERROR event."""
+
+    protocol_version = "HTTP/1.1"
+    asked: list = []
+
+    def do_GET(self):
+        type(self).asked.append(self.path)
+        self.send_response(200)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        events = [{"type": "ADDED", "object": {"metadata": {"name": "a"}}},
+                  {"type": "MODIFIED", "object": {"metadata": {"name": "a"}}},
+                  {"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired",
+                                               "message": "too old resource version: 1 (5)"}}]
+        for event in events:
+            line = json.dumps(event).encode() + b"\n"
+            for part in (line[:7], line[7:]):  # an event may arrive in pieces
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+                self.wfile.flush()
+        self.wfile.write(b"0\r\n\r\n")
+
+    def log_message(self, *args):
+        del args
+
+
+def test_a_watch_yields_events_across_chunks_and_raises_an_error_event_with_its_code():
+    server = http.server.HTTPServer(("127.0.0.1", 0), _Watch)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    api = kube_api.KubeApi(kube_api.Connection(f"http://127.0.0.1:{server.server_port}"))
+    seen = []
+    with pytest.raises(kube_api.KubeApiError, match="too old resource version") as raised:
+        for event in api.watch("/apis/x/v1/things", {"resourceVersion": "1"}, timeout=30):
+            seen.append(event["type"])
+    assert seen == ["ADDED", "MODIFIED"] and raised.value.status == 410
+    assert _Watch.asked == ["/apis/x/v1/things?resourceVersion=1&watch=true&timeoutSeconds=30"]
+    server.shutdown()

@@ -7,7 +7,7 @@ import logging
 from types import SimpleNamespace
 
 import pytest
-from kubernetes.client.rest import ApiException
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import KubeApiError
 
 from kubenest_operator import orphans
 
@@ -31,12 +31,12 @@ class Api:
 
     async def virtualcluster_exists(self, namespace, name):
         if self.forbidden:
-            raise ApiException(status=403)
+            raise KubeApiError("GET x", status=403)
         return (namespace, name) in self.vcs
 
     async def read_secret_data(self, namespace, name):
         if (namespace, name) not in self.secrets:
-            raise ApiException(status=404)
+            raise KubeApiError("GET x", status=404)
         return {"kubeconfig": "x"}
 
 

@@ -83,10 +83,10 @@ class _Api:
         self.objects, self.patches = objects, []
 
     async def get_virtualcluster(self, namespace, name):
-        from kubernetes.client.rest import ApiException
+        from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import KubeApiError
 
         if self.objects.get(name) is None:
-            raise ApiException(status=404)
+            raise KubeApiError("GET x", status=404)
         return self.objects[name]
 
     async def patch_virtualcluster_status(self, namespace, name, patch):
