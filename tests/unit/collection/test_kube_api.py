@@ -13,6 +13,8 @@ from ansible_collections.kosmos.kubenest.plugins.module_utils import kube_api
 from ansible_collections.kosmos.kubenest.plugins.module_utils.kubeconfig import kubeconfig_path
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_action import plain
 
+from tests.support.scripted_http import scripted_server
+
 
 def write(tmp_path, config):
     path = tmp_path / "config"
@@ -95,55 +97,37 @@ def test_plain_turns_subclasses_into_builtins_and_refuses_other_types():
         plain({"a": {1, 2}})
 
 
-class _Scripted(http.server.BaseHTTPRequestHandler):
-    """Answers from a script of (status, headers) pairs, then 200."""
-
-    script: list = []
-    seen: list = []
-
-    def do_GET(self):
-        type(self).seen.append(self.path)
-        status, headers = type(self).script.pop(0) if type(self).script else (200, {})
-        body = json.dumps({"kind": "Status", "message": "busy"} if status >= 400 else {"items": None}).encode()
-        self.send_response(status)
-        for key, value in headers.items():
-            self.send_header(key, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        del args
-
-
 @pytest.fixture
 def scripted():
-    server = http.server.HTTPServer(("127.0.0.1", 0), _Scripted)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    _Scripted.seen = []
-    yield server, kube_api.KubeApi(kube_api.Connection(f"http://127.0.0.1:{server.server_port}"))
-    server.shutdown()
+    """A server answering from `script`, a list of (status, headers), then 200."""
+    script: list = []
+
+    def answer(_path):
+        status, headers = script.pop(0) if script else (200, {})
+        return status, headers, {"kind": "Status", "message": "busy"} if status >= 400 else {"items": None}
+
+    with scripted_server(answer) as server:
+        yield server, script, kube_api.KubeApi(kube_api.Connection(server.url))
 
 
 def test_a_busy_server_is_asked_again_after_its_retry_after(scripted):
-    _server, api = scripted
-    _Scripted.script = [(429, {"Retry-After": "0"}), (503, {"Retry-After": "0"})]
+    server, script, api = scripted
+    script.extend([(429, {"Retry-After": "0"}), (503, {"Retry-After": "0"})])
     assert api.request("GET", "/api/v1/nodes") == {"items": None}
-    assert len(_Scripted.seen) == 3
+    assert len(server.seen) == 3
 
 
 def test_no_retry_without_retry_after_and_a_bounded_number_with_it(scripted):
-    _server, api = scripted
-    _Scripted.script = [(429, {})]
+    server, script, api = scripted
+    script.append((429, {}))
     with pytest.raises(kube_api.KubeApiError, match="HTTP 429 Too Many Requests: busy"):
         api.request("GET", "/api/v1/nodes")
-    assert len(_Scripted.seen) == 1
-    _Scripted.seen = []
-    _Scripted.script = [(429, {"Retry-After": "0"})] * (kube_api.RETRIES + 5)
+    assert len(server.seen) == 1
+    server.seen.clear()
+    script.extend([(429, {"Retry-After": "0"})] * (kube_api.RETRIES + 5))
     with pytest.raises(kube_api.KubeApiError, match="HTTP 429"):
         api.request("GET", "/api/v1/nodes")
-    assert len(_Scripted.seen) == kube_api.RETRIES
+    assert len(server.seen) == kube_api.RETRIES
 
 
 def test_the_kubeconfig_comes_from_the_argument_then_the_environment_then_the_pod(tmp_path, monkeypatch):

@@ -1,10 +1,7 @@
-"""Kept-alive clients (clients.py) against a local HTTP server that counts the connections it was opened."""
+"""Kept-alive clients (clients.py) against a local HTTP server (tests/support/scripted_http) that counts the
+connections it was opened."""
 
 from __future__ import annotations
-
-import http.server
-import json
-import threading
 
 import pytest
 import yaml
@@ -12,38 +9,33 @@ from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import Co
 
 from kubenest_operator import health
 from kubenest_operator.clients import Lender, TenantClients
+from tests.support.scripted_http import scripted_server
 
 
-class _Nodes(http.server.BaseHTTPRequestHandler):
-    """Answers /api/v1/nodes with `nodes`, or with `status` when that is not 200; counts connections."""
+class Tenant:
+    """What the stand-in tenant API answers to GET /api/v1/nodes: `nodes`, or a Status when `status` is not 200."""
 
-    protocol_version = "HTTP/1.1"  # keep-alive, as an API server
-    connections: set = set()
-    status = 200
-    nodes: list = []
+    def __init__(self):
+        self.status, self.nodes = 200, []
 
-    def do_GET(self):
-        type(self).connections.add(self.client_address)
-        body = json.dumps({"items": type(self).nodes} if type(self).status == 200 else
-                          {"kind": "Status", "message": "unavailable"}).encode()
-        self.send_response(type(self).status)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        del args
+    def answer(self, _path):
+        return self.status, {}, {"items": self.nodes} if self.status == 200 else {"kind": "Status"}
 
 
 @pytest.fixture
-def server():
-    _Nodes.connections, _Nodes.status, _Nodes.nodes = set(), 200, []
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Nodes)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_port}"
-    httpd.shutdown()
-    httpd.server_close()
+def tenant():
+    return Tenant()
+
+
+@pytest.fixture
+def api_server(tenant):
+    with scripted_server(tenant.answer) as server:
+        yield server
+
+
+@pytest.fixture
+def server(api_server):
+    return api_server.url
 
 
 def kubeconfig(server: str, user: dict | None = None) -> bytes:
@@ -54,22 +46,22 @@ def kubeconfig(server: str, user: dict | None = None) -> bytes:
         "contexts": [{"name": "admin", "context": {"cluster": "vc", "user": "admin"}}]}).encode()
 
 
-def test_a_lent_client_is_kept_connected_for_the_next_borrower(server):
+def test_a_lent_client_is_kept_connected_for_the_next_borrower(server, api_server):
     lender = Lender(Connection(server), timeout=5, keep=1)
     for _look in range(5):
         with lender.client() as api:
             api.request("GET", "/api/v1/nodes")
-    assert len(_Nodes.connections) == 1
+    assert len(api_server.connections) == 1
     lender.close()
 
 
-def test_borrowers_at_once_get_clients_of_their_own_and_only_keep_of_them_stay(server):
+def test_borrowers_at_once_get_clients_of_their_own_and_only_keep_of_them_stay(server, api_server):
     lender = Lender(Connection(server), timeout=5, keep=1)
     with lender.client() as first, lender.client() as second:
         assert first is not second
         first.request("GET", "/api/v1/nodes")
         second.request("GET", "/api/v1/nodes")
-    assert len(_Nodes.connections) == 2 and len(lender._idle) == 1
+    assert len(api_server.connections) == 2 and len(lender._idle) == 1
     lender.close()
     assert lender._idle == []
 
@@ -105,13 +97,13 @@ def test_a_tenants_kubeconfig_may_not_read_files_or_run_commands_here(server, us
         TenantClients(timeout=5).lender("ns", "a", kubeconfig(server, user))
 
 
-def test_ask_tenant_reads_node_readiness_and_names_what_does_not_answer(server):
+def test_ask_tenant_reads_node_readiness_and_names_what_does_not_answer(server, tenant):
     tenants = TenantClients(timeout=5)
-    _Nodes.nodes = [{"metadata": {"name": "n1"}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}},
+    tenant.nodes = [{"metadata": {"name": "n1"}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}},
                     {"metadata": {"name": "n2"}, "status": {"conditions": [{"type": "Ready", "status": "False"}]}},
                     {"metadata": {"name": "n3"}}]
     assert health.ask_tenant(tenants, "ns", "a", kubeconfig(server)) == (None, {"n1": True, "n2": False, "n3": False})
-    _Nodes.status = 503
+    tenant.status = 503
     assert health.ask_tenant(tenants, "ns", "a", kubeconfig(server)) == (
         "the virtual cluster's API does not answer: HTTP 503", {})
     assert health.ask_tenant(tenants, "ns", "b", b"kind: Config\n") == (
