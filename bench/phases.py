@@ -17,7 +17,7 @@ PHASES = ["checks and ownership", "etcd PKI and objects", "etcd Ready", "control
           "nodes (claim, promote, report)", "add-ons (pod network, DNS)", "other"]
 ETCD_READY = {"The etcd StatefulSet, behind its NetworkPolicy", "Wait for etcd", "Wait until etcd is ready",
               "Remove the snapshot chunks the members were restored from"}
-TENANT_FILES = {"tenant_access.yml", "tenant_prepare.yml"}
+TENANT_FILES = {"tenant_access.yml"}
 ROLLOUT_FILES = {"hosted_rollout.yml", "rollout_group.yml"}
 
 
@@ -53,9 +53,13 @@ def classify(role: str, path: str, task: str, current: str) -> str:
         if tasks_file in ROLLOUT_FILES or task.startswith("Report"):
             return current
         return "control-plane PKI and kubeconfigs"
+    if role == "tenant_bootstrap":
+        return "tenant kubeconfig and node prerequisites"
     if role == "node_promote":
         return "tenant kubeconfig and node prerequisites" if tasks_file in TENANT_FILES else \
             "nodes (claim, promote, report)"
+    if role == "node_isolation":
+        return "nodes (claim, promote, report)"
     if role in ("cilium", "coredns"):
         return "add-ons (pod network, DNS)"
     return "other"

@@ -180,7 +180,7 @@ def apiserver_deployment(settings, etcd_endpoint, service_cidr, cluster_domain="
     name = settings.vc.name
     files = ApiServerFiles(settings, cluster_domain, authentication, audit)
     # Kubelets of promoted nodes serve with a certificate the tenant's CA signed (approved by node_admit). The
-    # `kubernetes` Service's endpoint is written by the tenant_prepare tasks: the address tenant nodes reach
+    # `kubernetes` Service's endpoint is written by the tenant_bootstrap role: the address tenant nodes reach
     # this server at; the server's own choice would be its pod IP in the host, which tenant pods must not reach.
     options = apiserver_flags(FILES, 6443, etcd_endpoint, service_cidr, cluster_domain, kubelet_serving_ca=True,
                               endpoint_reconciler="none")

@@ -73,8 +73,8 @@ def test_the_kubelet_role_templates_leave_no_templated_value_plain(value):
 
 
 @pytest.mark.parametrize("path, needle", [
-    ("roles/node_promote/tasks/tenant_prepare.yml", "config.conf:"),
-    ("roles/node_promote/tasks/tenant_prepare.yml", "kubeconfig.conf:"),
+    ("roles/tenant_bootstrap/tasks/main.yml", "config.conf:"),
+    ("roles/tenant_bootstrap/tasks/main.yml", "kubeconfig.conf:"),
     ("roles/node_promote/tasks/tenant_join.yml", "/var/lib/kubelet/config.yaml"),
 ])
 def test_the_promotion_writes_the_tenant_kubelet_and_kube_proxy_files_as_json(path, needle):
