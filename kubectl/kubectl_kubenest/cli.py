@@ -1,9 +1,10 @@
 """kubectl kubenest: a tenant's kubeconfig, where a virtual cluster stands, who holds which node, node moves.
 
 kubectl runs `kubectl-kubenest` from PATH for `kubectl kubenest ...`; it reads the same kubeconfig as kubectl
-(`--kubeconfig`, `$KUBECONFIG`, `~/.kube/config`, `--context`), through the `kubernetes` client's loader, so
-exec credential plugins, tokens and client certificates all work. Errors say what failed, on which object, and
-what to do; the exit status is 1 for them and 2 for a wrong command line.
+(`--kubeconfig`, `$KUBECONFIG`, `~/.kube/config`, `--context`) with the kosmos.kubenest collection's own API
+client, the one its playbooks and the operator use, so exec credential plugins, tokens and client certificates all
+work as they do there. Errors say what failed, on which object, and what to do; the exit status is 1 for them and
+2 for a wrong command line.
 """
 
 from __future__ import annotations
@@ -11,67 +12,87 @@ from __future__ import annotations
 import argparse
 import base64
 import datetime
-import json
 import os
 import sys
 import tempfile
 from pathlib import Path
 
-from kubernetes import client, config
-from kubernetes.client.rest import ApiException
-from kubernetes.config.config_exception import ConfigException
+import yaml
 
-from . import edits, views
+from . import collection, edits, views
 
 GROUP, VERSION = "kosmos.io", "v1alpha1"
+MERGE_PATCH = "application/merge-patch+json"
 
 
 class PluginError(Exception):
     pass
 
 
-def _api(args) -> client.ApiClient:
+def _kubeconfig_path(args) -> str | None:
+    """As kubectl picks it: --kubeconfig, else the first file of $KUBECONFIG that exists, else (in a pod
+    without either) the service account, else ~/.kube/config."""
+    if args.kubeconfig:
+        return os.path.expanduser(args.kubeconfig)
+    entries = [e for e in os.environ.get("KUBECONFIG", "").split(os.pathsep) if e]
+    if entries:
+        found = [e for e in entries if os.path.isfile(os.path.expanduser(e))]
+        return os.path.expanduser(found[0] if found else entries[0])
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return None
+    return os.path.expanduser("~/.kube/config")
+
+
+def _api(args):
+    kube_api = collection.kube_api()
     try:
-        if os.environ.get("KUBERNETES_SERVICE_HOST") and not (args.kubeconfig or os.environ.get("KUBECONFIG")):
-            config.load_incluster_config()
-            return client.ApiClient()
-        return config.new_client_from_config(config_file=args.kubeconfig, context=args.context)
-    except (ConfigException, OSError) as exc:
+        path = _kubeconfig_path(args)
+        connection = (kube_api.Connection.in_cluster() if path is None
+                      else kube_api.Connection.from_kubeconfig(path, args.context))
+    except kube_api.KubeApiError as exc:
         raise PluginError(f"cannot load the kubeconfig: {exc}") from None
+    return kube_api.KubeApi(connection)
 
 
 def _namespace(args) -> str:
     if args.namespace:
         return args.namespace
+    path = _kubeconfig_path(args)
     try:
-        _contexts, current = config.list_kube_config_contexts(config_file=args.kubeconfig)
-        if args.context:
-            current = next(c for c in _contexts if c["name"] == args.context)
+        with open(path or "", encoding="utf-8") as handle:
+            config = yaml.safe_load(handle) or {}
+        name = args.context or config.get("current-context")
+        current = next(c for c in config.get("contexts") or [] if c.get("name") == name)
         return (current.get("context") or {}).get("namespace") or "default"
-    except (ConfigException, OSError, StopIteration, TypeError):
+    except (OSError, yaml.YAMLError, StopIteration, AttributeError, TypeError):
         return "default"
 
 
-def _api_error(exc: ApiException, what: str) -> PluginError:
+def _call(api, what: str, method: str, path: str, **kwargs):
+    """One request; an API error is said with the object's name, what the server answered and what to do."""
+    kube_api = collection.kube_api()
     try:
-        message = json.loads(exc.body).get("message") or exc.reason
-    except (TypeError, ValueError, AttributeError):
-        message = exc.reason
-    if exc.status == 404:
-        return PluginError(f"{what} not found: {message}")
-    if exc.status == 403:
-        return PluginError(f"not allowed to read or change {what}: {message}")
-    if exc.status == 409:
-        return PluginError(f"{what} changed while this command ran; run it again: {message}")
-    return PluginError(f"{what}: the API server answered {exc.status}: {message}")
+        return api.request(method, path, **kwargs)
+    except kube_api.KubeApiError as exc:
+        if exc.status is None:  # no answer: refused, timed out, a credential plugin that failed
+            raise PluginError(f"{what}: {exc}") from None
+        message = exc.server_message or exc.reason
+        if exc.status == 404:
+            raise PluginError(f"{what} not found: {message}") from None
+        if exc.status == 403:
+            raise PluginError(f"not allowed to read or change {what}: {message}") from None
+        if exc.status == 409:
+            raise PluginError(f"{what} changed while this command ran; run it again: {message}") from None
+        raise PluginError(f"{what}: the API server answered {exc.status}: {message}") from None
+
+
+def _vc_path(namespace: str | None, name: str = "") -> str:
+    where = f"/namespaces/{namespace}" if namespace else ""
+    return f"/apis/{GROUP}/{VERSION}{where}/virtualclusters" + (f"/{name}" if name else "")
 
 
 def _get_vc(api, namespace: str, name: str) -> dict:
-    try:
-        return client.CustomObjectsApi(api).get_namespaced_custom_object(GROUP, VERSION, namespace,
-                                                                         "virtualclusters", name)
-    except ApiException as exc:
-        raise _api_error(exc, f"virtualcluster {namespace}/{name}") from None
+    return _call(api, f"virtualcluster {namespace}/{name}", "GET", _vc_path(namespace, name))
 
 
 def _now() -> datetime.datetime:
@@ -103,11 +124,9 @@ def cmd_kubeconfig(args, out) -> int:
                           f"{status.get('phase') or 'not reconciled yet'}): the operator writes it once the control "
                           f"plane is up; follow it with kubectl kubenest status {namespace}/{name}")
     key = ref.get("key") or "kubeconfig"
-    try:
-        secret = client.CoreV1Api(api).read_namespaced_secret(ref["name"], namespace)
-    except ApiException as exc:
-        raise _api_error(exc, f"secret {namespace}/{ref['name']}") from None
-    encoded = (secret.data or {}).get(key)
+    secret = _call(api, f"secret {namespace}/{ref['name']}", "GET",
+                   f"/api/v1/namespaces/{namespace}/secrets/{ref['name']}")
+    encoded = (secret.get("data") or {}).get(key)
     if not encoded:
         raise PluginError(f"secret {namespace}/{ref['name']} has no key {key!r}")
     data = base64.b64decode(encoded)
@@ -126,15 +145,8 @@ def cmd_status(args, out) -> int:
         namespace, name = views.parse_ref(args.ref, _namespace(args))
         out.write(views.virtualcluster_detail(_get_vc(api, namespace, name), _now()) + "\n")
         return 0
-    custom = client.CustomObjectsApi(api)
-    try:
-        if args.all_namespaces:
-            items = custom.list_cluster_custom_object(GROUP, VERSION, "virtualclusters")["items"]
-        else:
-            namespace = _namespace(args)
-            items = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "virtualclusters")["items"]
-    except ApiException as exc:
-        raise _api_error(exc, "virtualclusters") from None
+    listed = _call(api, "virtualclusters", "GET", _vc_path(None if args.all_namespaces else _namespace(args)))
+    items = listed.get("items") or []
     if not items:
         print("No virtual clusters found" + ("" if args.all_namespaces else f" in {_namespace(args)}") + ".",
               file=sys.stderr)
@@ -145,10 +157,7 @@ def cmd_status(args, out) -> int:
 
 def cmd_nodes(args, out) -> int:
     api = _api(args)
-    try:
-        items = client.CustomObjectsApi(api).list_cluster_custom_object(GROUP, VERSION, "globalnodes")["items"]
-    except ApiException as exc:
-        raise _api_error(exc, "globalnodes") from None
+    items = _call(api, "globalnodes", "GET", f"/apis/{GROUP}/{VERSION}/globalnodes").get("items") or []
     if not items:
         print("No GlobalNodes found.", file=sys.stderr)
         return 0
@@ -169,11 +178,8 @@ def cmd_move(args, out) -> int:
         out.write(f"virtualcluster {namespace}/{name} unchanged: it already "
                   f"{'asks for' if args.command == 'promote' else 'does not ask for'} {', '.join(args.nodes)}\n")
         return 0
-    try:
-        client.CustomObjectsApi(api).patch_namespaced_custom_object(
-            GROUP, VERSION, namespace, "virtualclusters", name, patch, _content_type="application/merge-patch+json")
-    except ApiException as exc:
-        raise _api_error(exc, f"virtualcluster {namespace}/{name}") from None
+    _call(api, f"virtualcluster {namespace}/{name}", "PATCH", _vc_path(namespace, name), body=patch,
+          content_type=MERGE_PATCH)
     verb = "asks for" if args.command == "promote" else "gives back"
     out.write(f"virtualcluster {namespace}/{name} now {verb} {', '.join(moved)}; the operator moves the nodes: "
               f"kubectl kubenest status {namespace}/{name}\n")
@@ -228,7 +234,7 @@ def main(argv: list[str] | None = None, out=None) -> int:
             setattr(args, name, None)
     try:
         return args.run(args, out or sys.stdout)
-    except (PluginError, views.RefError) as exc:
+    except (PluginError, views.RefError, collection.Missing) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
 

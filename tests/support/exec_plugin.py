@@ -8,6 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+import yaml
+
 V1 = "client.authentication.k8s.io/v1"
 
 PLUGIN = """#!{python}
@@ -53,3 +55,15 @@ def plugin_dir(base: Path, *answers: dict) -> Path:
 def runs(bin_dir: Path) -> list[dict]:
     path = bin_dir / "runs.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def exec_kubeconfig(apiserver, directory: Path, proxy_url: str | None = None) -> Path:
+    """The API server's admin kubeconfig with its user replaced by directory/bin/get-token (plugin_dir)."""
+    config = yaml.safe_load(apiserver.kubeconfig.read_text())
+    config["users"][0]["user"] = {"exec": {"apiVersion": V1, "command": "./bin/get-token", "interactiveMode": "Never",
+                                           "provideClusterInfo": True}}
+    if proxy_url:
+        config["clusters"][0]["cluster"]["proxy-url"] = proxy_url
+    path = directory / "exec.kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return path

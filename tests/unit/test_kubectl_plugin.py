@@ -1,11 +1,18 @@
-"""kubectl kubenest's pure parts: names, tables, the status page, and node moves as spec edits."""
+"""kubectl kubenest's pure parts: names, tables, the status page, node moves as spec edits, and where it finds
+the collection's API client."""
 
 from __future__ import annotations
 
 import datetime
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from kubectl_kubenest import edits, views
+
+REPO = Path(__file__).resolve().parents[2]
 
 NOW = datetime.datetime(2026, 12, 3, 12, 0, 0, tzinfo=datetime.UTC)
 
@@ -98,3 +105,32 @@ def test_a_virtual_cluster_choosing_nodes_by_policy_is_not_edited_by_name():
     for plan in (edits.promote, edits.give_back):
         with pytest.raises(edits.EditError, match="chooses its nodes by promotePolicies.*nodeCount"):
             plan(obj, ["kn-w1"])
+
+
+def _locate(tmp_path, collections_path: str) -> subprocess.CompletedProcess:
+    """The plugin's lookup of the collection in a Python without site-packages (no collection installed)."""
+    code = ("from kubectl_kubenest import collection\n"
+            "try:\n    print(collection.kube_api().__file__)\n"
+            "except collection.Missing as exc:\n    print('missing:', exc)\n")
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "ANSIBLE_COLLECTIONS_PATH": collections_path,
+           "PYTHONPATH": str(REPO / "kubectl")}
+    return subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env, timeout=60,
+                          check=True)
+
+
+def test_the_collection_is_found_where_ansible_finds_it_or_said_missing(tmp_path):
+    root = tmp_path / "collections"
+    (root / "ansible_collections" / "kosmos").mkdir(parents=True)
+    (root / "ansible_collections" / "kosmos" / "kubenest").symlink_to(REPO)
+    found = _locate(tmp_path, f"{tmp_path / 'elsewhere'}{os.pathsep}{root}")
+    assert found.stdout.strip() == str(root / "ansible_collections/kosmos/kubenest/plugins/module_utils/kube_api.py")
+    missing = _locate(tmp_path, str(tmp_path / "elsewhere"))
+    assert missing.stdout.startswith(f"missing: the kosmos.kubenest collection was not found (searched: "
+                                     f"{tmp_path / 'elsewhere'}): install it with ansible-galaxy collection install")
+
+
+def test_without_a_configured_path_ansible_s_default_paths_are_searched():
+    from kubectl_kubenest.collection import search_paths
+
+    assert search_paths({}) == [os.path.expanduser("~/.ansible/collections"), "/usr/share/ansible/collections"]
+    assert search_paths({"ANSIBLE_COLLECTIONS_PATHS": "/a:/b"}) == ["/a", "/b"]

@@ -16,7 +16,7 @@ import yaml
 from ansible_collections.kosmos.kubenest.plugins.module_utils import kube_api, pki
 
 from kubenest_operator import kube as operator_kube
-from tests.support.exec_plugin import V1, credential, in_minutes, plugin_dir, runs
+from tests.support.exec_plugin import credential, exec_kubeconfig, in_minutes, plugin_dir, runs
 from tests.support.http_proxy import TinyProxy
 from tests.support.playbook import run_module
 
@@ -41,17 +41,6 @@ def core(api_client):
 
 def sa_token(core, name="deployer", seconds=600):
     return core.create_namespaced_service_account_token(name, NS, {"spec": {"expirationSeconds": seconds}}).status.token
-
-
-def exec_kubeconfig(apiserver, directory, proxy_url=None):
-    config = yaml.safe_load(apiserver.kubeconfig.read_text())
-    config["users"][0]["user"] = {"exec": {"apiVersion": V1, "command": "./bin/get-token", "interactiveMode": "Never",
-                                           "provideClusterInfo": True}}
-    if proxy_url:
-        config["clusters"][0]["cluster"]["proxy-url"] = proxy_url
-    path = directory / "exec.kubeconfig"
-    path.write_text(yaml.safe_dump(config))
-    return path
 
 
 def config_map(name):

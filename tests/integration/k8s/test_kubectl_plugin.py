@@ -149,3 +149,29 @@ def test_a_bad_reference_is_refused_before_any_request(world):
     assert proc.returncode == 1
     assert proc.stderr.strip() == ("error: 'a/b/c' names no virtual cluster: give NAMESPACE/NAME, "
                                    "or NAME with -n NAMESPACE")
+
+
+def test_a_kubeconfig_with_an_exec_plugin_works_and_a_failing_plugin_is_said(world, tmp_path):
+    """The plugin logs in as kubectl would with a kubeconfig whose user is an exec credential plugin (a real
+    program handing out a client certificate the server's CA signed), through the collection's client."""
+    from ansible_collections.kosmos.kubenest.plugins.module_utils import pki
+
+    from tests.support.exec_plugin import credential, exec_kubeconfig, plugin_dir, runs
+
+    apiserver, _custom = world
+    pair = pki.issue_certificate(apiserver.ca, "exec-admin", organizations=["system:masters"], client=True)
+    bin_dir = plugin_dir(tmp_path, credential({
+        "clientCertificateData": pki.certificate_pem(pair.cert).decode(),
+        "clientKeyData": pki.private_key_pem(pair.key).decode()}))
+    listed = kubectl(apiserver, "kubenest", "status", "-n", NS, kubeconfig=exec_kubeconfig(apiserver, tmp_path))
+    assert listed.returncode == 0, listed.stderr
+    assert [line.split()[0] for line in listed.stdout.splitlines()[1:]] == ["by-label", "named", "new"]
+    assert len(runs(bin_dir)) == 1
+    failing = tmp_path / "failing"
+    failing.mkdir()
+    plugin_dir(failing, {"exit": 2, "stderr": "error: refresh token expired, run `corp-login`"})
+    refused = kubectl(apiserver, "kubenest", "nodes", kubeconfig=exec_kubeconfig(apiserver, failing))
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert refused.stderr.startswith("error: globalnodes: ")
+    assert refused.stderr.strip().endswith("exited with status 2: error: refresh token expired, run `corp-login`")
+    assert "token-that-must-not-leak" not in refused.stderr

@@ -1,0 +1,46 @@
+"""The kosmos.kubenest collection's API client, found where Ansible finds the collection.
+
+The plugin makes its requests with the collection's own client (plugins/module_utils/kube_api.py), so a
+kubeconfig works here exactly as it works for the playbooks and the operator. In a Python environment that has
+the collection as a package (the operator's image, a checkout's .venv) it is imported as is; otherwise it is
+looked up in the collection paths Ansible searches: $ANSIBLE_COLLECTIONS_PATH, ~/.ansible/collections and
+/usr/share/ansible/collections.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from types import ModuleType
+
+MODULE = "ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api"
+DEFAULT_PATHS = ("~/.ansible/collections", "/usr/share/ansible/collections")
+
+
+class Missing(Exception):
+    """The collection is nowhere to be found."""
+
+
+def search_paths(environ=os.environ) -> list[str]:
+    """The directories that may hold ansible_collections/, in Ansible's order."""
+    configured = environ.get("ANSIBLE_COLLECTIONS_PATH") or environ.get("ANSIBLE_COLLECTIONS_PATHS") or ""
+    paths = [p for p in configured.split(os.pathsep) if p] or list(DEFAULT_PATHS)
+    return [os.path.expanduser(p) for p in paths]
+
+
+def kube_api() -> ModuleType:
+    try:
+        return importlib.import_module(MODULE)
+    except ImportError:
+        pass
+    for path in search_paths():
+        if os.path.isdir(os.path.join(path, "ansible_collections", "kosmos", "kubenest")) and path not in sys.path:
+            sys.path.append(path)
+            try:
+                return importlib.import_module(MODULE)
+            except ImportError:
+                continue
+    raise Missing("the kosmos.kubenest collection was not found (searched: " + ", ".join(search_paths())
+                  + "): install it with ansible-galaxy collection install kosmos.kubenest, or name its directory "
+                  "in ANSIBLE_COLLECTIONS_PATH")
