@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 
 import yaml
@@ -48,3 +49,16 @@ def test_no_plugin_needs_the_kubernetes_client():
              if re.search(r"^\s*(import kubernetes|from kubernetes)", p.read_text(), re.M)]
     assert users == []
     assert not any(line.startswith("kubernetes") for line in (REPO / "requirements.txt").read_text().splitlines())
+
+
+def test_nothing_the_product_ships_needs_the_kubernetes_client():
+    # The operator, its binder and the kubectl plugin make every request with the collection's client.
+    packages = ("operator/kubenest_operator", "operator/kubenest_binder", "kubectl/kubectl_kubenest")
+    sources = [p for package in packages for p in (REPO / package).rglob("*.py")]
+    assert len(sources) > 30
+    users = [str(p.relative_to(REPO)) for p in sources
+             if re.search(r"^\s*(import kubernetes|from kubernetes)", p.read_text(), re.M)]
+    assert users == []
+    for project in ("operator", "kubectl"):
+        dependencies = tomllib.loads((REPO / project / "pyproject.toml").read_text())["project"]["dependencies"]
+        assert not [d for d in dependencies if re.match(r"kubernetes\b", d)], project
