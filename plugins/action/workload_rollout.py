@@ -13,6 +13,7 @@ from ansible.errors import AnsibleActionFail
 from ansible_collections.kosmos.kubenest.plugins.module_utils import run_result
 from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import KubeApiError
 from ansible_collections.kosmos.kubenest.plugins.module_utils.rollout import (
+    name_taints,
     pod_problem,
     pod_ready,
     ready_pods,
@@ -112,7 +113,8 @@ class _Rollout:
             found = pod_problem(pod, self.p["crash_restarts"], self.p["unschedulable_after"], now,
                                 self.unschedulable_since.get(name))
             if found:
-                return name, found
+                # Read only now, on the way out: which taints the scheduler meant.
+                return name, name_taints(found, pod, self.api.list("v1", "Node") if "taint" in found else [])
         return None
 
     def run(self, check_mode):

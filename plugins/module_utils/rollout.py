@@ -85,3 +85,46 @@ def unschedulable(pod):
         if (cond.get("type"), cond.get("status"), cond.get("reason")) == ("PodScheduled", "False", "Unschedulable"):
             return cond
     return None
+
+
+# Taints that keep a pod off a node; PreferNoSchedule only steers.
+KEEPING_EFFECTS = ("NoSchedule", "NoExecute")
+TAINTS_NAMED = 6
+
+
+def _tolerates(toleration, taint):
+    """The scheduler's rule: an empty key with Exists tolerates every taint; an empty effect every effect."""
+    if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
+        return False
+    if toleration.get("operator") == "Exists":
+        return not toleration.get("key") or toleration["key"] == taint.get("key")
+    return toleration.get("key") == taint.get("key") and (toleration.get("value") or "") == (taint.get("value") or "")
+
+
+def untolerated_taints(pod, nodes):
+    """`node key[=value]:Effect` for each taint that keeps the pod off a node its nodeSelector allows: what the
+    scheduler counts only as "node(s) had untolerated taint(s)". A disk under pressure shows as
+    node.kubernetes.io/disk-pressure, a control-plane node as node-role.kubernetes.io/control-plane."""
+    spec = pod.get("spec") or {}
+    tolerations, selector = spec.get("tolerations") or [], spec.get("nodeSelector") or {}
+    found = []
+    for node in sorted(nodes, key=lambda n: (n.get("metadata") or {}).get("name") or ""):
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        if any(labels.get(key) != value for key, value in selector.items()):
+            continue
+        for taint in (node.get("spec") or {}).get("taints") or []:
+            if taint.get("effect") in KEEPING_EFFECTS and not any(_tolerates(t, taint) for t in tolerations):
+                value = "=%s" % taint["value"] if taint.get("value") else ""
+                found.append("%s %s%s:%s" % (node["metadata"]["name"], taint.get("key"), value, taint["effect"]))
+    return found
+
+
+def name_taints(problem, pod, nodes):
+    """An Unschedulable problem that blames taints, with the taints named."""
+    if not problem.startswith("Unschedulable:") or "taint" not in problem:
+        return problem
+    taints = untolerated_taints(pod, nodes)
+    if not taints:
+        return problem
+    more = " and %d more" % (len(taints) - TAINTS_NAMED) if len(taints) > TAINTS_NAMED else ""
+    return "%s (untolerated: %s%s)" % (problem, ", ".join(taints[:TAINTS_NAMED]), more)

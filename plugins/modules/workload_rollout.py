@@ -17,7 +17,8 @@ description:
     and message; no amount of waiting would help. Those are C(ImagePullBackOff), C(InvalidImageName),
     C(ErrImageNeverPull), C(CreateContainerConfigError) and C(CreateContainerError); C(CrashLoopBackOff)
     once a container restarted O(crash_restarts) times; and C(Unschedulable) once the scheduler has found no
-    node for O(unschedulable_after) seconds.
+    node for O(unschedulable_after) seconds. Where the scheduler blames taints, the message names each node's
+    taint the pod does not tolerate (a disk under pressure, a control-plane node).
   - Otherwise fails after O(timeout) seconds, saying what the workload's status shows.
 author:
   - kosmos.kubenest maintainers (@kosmos-kubenest)

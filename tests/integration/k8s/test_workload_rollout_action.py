@@ -94,6 +94,34 @@ def test_a_pod_that_cannot_start_is_named(apiserver, apps, api_client):
                              "ErrImageNeverPull: image is not present"), result
 
 
+def test_an_unschedulable_pod_names_the_taints_the_scheduler_meant(apiserver, apps, api_client):
+    """The scheduler says only "node(s) had untolerated taint(s)"; the wait names them, from the real Nodes."""
+    core = kubernetes.client.CoreV1Api(api_client)
+    nodes = {"rollout-taint-1": {"key": "node.kubernetes.io/disk-pressure", "effect": "NoSchedule"},
+             "rollout-taint-2": {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}}
+    for name, taint in nodes.items():  # the API server adds node.kubernetes.io/not-ready to a new Node
+        core.create_node({"metadata": {"name": name, "labels": {"pool": "rollout-taint"}}, "spec": {"taints": [taint]}})
+    try:
+        apps.create_namespaced_deployment(NS, deployment("pressed"))
+        core.create_namespaced_pod(NS, {"metadata": {"name": "pressed-1", "labels": dict(LABELS, name="pressed")},
+                                        "spec": {"containers": [{"name": "c", "image": "kubenest.local/none:1"}],
+                                                 "nodeSelector": {"pool": "rollout-taint"},
+                                                 "tolerations": [{"key": "node-role.kubernetes.io/control-plane",
+                                                                  "operator": "Exists"},
+                                                                 {"key": "node.kubernetes.io/not-ready",
+                                                                  "operator": "Exists"}]}})
+        said = "0/2 nodes are available: 2 node(s) had untolerated taint(s)."
+        core.patch_namespaced_pod_status("pressed-1", NS, {"status": {"conditions": [{
+            "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": said}]}})
+        rc, result = rollout(apiserver, "pressed", timeout=60, unschedulable_after=0)
+        assert rc != 0 and result["pod"] == "pressed-1", result
+        assert result["msg"] == (f"Deployment {NS}/pressed cannot come up: pod pressed-1: Unschedulable: {said} "
+                                 "(untolerated: rollout-taint-1 node.kubernetes.io/disk-pressure:NoSchedule)")
+    finally:
+        for name in nodes:
+            core.delete_node(name)
+
+
 def test_negative_numbers_are_refused(apiserver, apps):
     rc, result = rollout(apiserver, "done", timeout=-1, crash_restarts=-2)
     assert rc != 0 and result["msg"] == "crash_restarts, timeout must not be negative", result

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.kosmos.kubenest.plugins.module_utils.rollout import pod_problem, rolled_out
+from ansible_collections.kosmos.kubenest.plugins.module_utils.rollout import (
+    name_taints,
+    pod_problem,
+    rolled_out,
+    untolerated_taints,
+)
 
 
 def workload(kind="Deployment", generation=2, wanted=1, **status):
@@ -77,3 +82,42 @@ def test_a_daemonset_is_rolled_out_when_each_chosen_node_runs_a_ready_pod_of_the
     assert not rolled_out(daemonset(updated=1))  # one node still runs the older template
     assert not rolled_out(daemonset(observed=2))  # the controller has not seen the latest spec
     assert rolled_out(daemonset(desired=0, ready=0, updated=0))  # no node chosen: nothing to wait for
+
+
+def _node(name, *taints, labels=None):
+    return {"metadata": {"name": name, "labels": labels or {}}, "spec": {"taints": list(taints)}}
+
+
+PRESSURE = {"key": "node.kubernetes.io/disk-pressure", "effect": "NoSchedule"}
+CONTROL_PLANE = {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
+DEDICATED = {"key": "dedicated", "value": "db", "effect": "NoExecute"}
+STEER = {"key": "busy", "effect": "PreferNoSchedule"}
+
+
+def test_the_taints_that_keep_a_pod_off_each_node_are_named_as_the_scheduler_meant_them():
+    nodes = [_node("w2", PRESSURE, STEER), _node("cp1", CONTROL_PLANE), _node("w1"), _node("w3", DEDICATED)]
+    pod = {"spec": {"tolerations": [{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"}]}}
+    assert untolerated_taints(pod, nodes) == ["w2 node.kubernetes.io/disk-pressure:NoSchedule",
+                                              "w3 dedicated=db:NoExecute"]
+    # Equal needs the value; an empty key with Exists tolerates all; an effect given must be the taint's.
+    assert untolerated_taints({"spec": {"tolerations": [{"key": "dedicated", "value": "db"}]}}, nodes[3:]) == []
+    assert untolerated_taints({"spec": {"tolerations": [{"key": "dedicated", "value": "web"}]}}, nodes[3:]) != []
+    assert untolerated_taints({"spec": {"tolerations": [{"operator": "Exists"}]}}, nodes) == []
+    assert untolerated_taints({"spec": {"tolerations": [{"operator": "Exists", "effect": "NoExecute"}]}},
+                              nodes[:1]) == ["w2 node.kubernetes.io/disk-pressure:NoSchedule"]
+    # Nodes the pod's nodeSelector leaves out are not blamed.
+    chosen = [_node("a", PRESSURE, labels={"pool": "x"}), _node("b", PRESSURE, labels={"pool": "y"})]
+    assert untolerated_taints({"spec": {"nodeSelector": {"pool": "y"}}}, chosen) == [
+        "b node.kubernetes.io/disk-pressure:NoSchedule"]
+
+
+def test_only_an_unschedulable_problem_that_blames_taints_gets_them_named():
+    message = "Unschedulable: 0/4 nodes are available: 4 node(s) had untolerated taint(s)."
+    nodes = [_node(f"w{i}", PRESSURE) for i in range(8)]
+    named = name_taints(message, {"spec": {}}, nodes)
+    assert named == (f"{message} (untolerated: " + ", ".join(f"w{i} node.kubernetes.io/disk-pressure:NoSchedule"
+                                                           for i in range(6)) + " and 2 more)")
+    assert name_taints(message, {"spec": {"tolerations": [{"operator": "Exists"}]}}, nodes) == message
+    other = "Unschedulable: 0/4 nodes are available: 4 Insufficient cpu."
+    assert name_taints(other, {"spec": {}}, nodes) == other
+    assert name_taints("ErrImageNeverPull: taint", {"spec": {}}, nodes) == "ErrImageNeverPull: taint"
