@@ -32,15 +32,7 @@ class PluginError(Exception):
 def _kubeconfig_path(args) -> str | None:
     """As kubectl picks it: --kubeconfig, else the first file of $KUBECONFIG that exists, else (in a pod
     without either) the service account, else ~/.kube/config."""
-    if args.kubeconfig:
-        return os.path.expanduser(args.kubeconfig)
-    entries = [e for e in os.environ.get("KUBECONFIG", "").split(os.pathsep) if e]
-    if entries:
-        found = [e for e in entries if os.path.isfile(os.path.expanduser(e))]
-        return os.path.expanduser(found[0] if found else entries[0])
-    if os.environ.get("KUBERNETES_SERVICE_HOST"):
-        return None
-    return os.path.expanduser("~/.kube/config")
+    return collection.kubeconfig().kubeconfig_path(args.kubeconfig, variables=("KUBECONFIG",))
 
 
 def _api(args):

@@ -14,7 +14,7 @@ import os
 import sys
 from types import ModuleType
 
-MODULE = "ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api"
+PACKAGE = "ansible_collections.kosmos.kubenest.plugins.module_utils"
 DEFAULT_PATHS = ("~/.ansible/collections", "/usr/share/ansible/collections")
 
 
@@ -30,15 +30,24 @@ def search_paths(environ=os.environ) -> list[str]:
 
 
 def kube_api() -> ModuleType:
+    return _module("kube_api")
+
+
+def kubeconfig() -> ModuleType:
+    return _module("kubeconfig")
+
+
+def _module(name: str) -> ModuleType:
+    module = f"{PACKAGE}.{name}"
     try:
-        return importlib.import_module(MODULE)
+        return importlib.import_module(module)
     except ImportError:
         pass
     for path in search_paths():
         if os.path.isdir(os.path.join(path, "ansible_collections", "kosmos", "kubenest")) and path not in sys.path:
             sys.path.append(path)
             try:
-                return importlib.import_module(MODULE)
+                return importlib.import_module(module)
             except ImportError:
                 continue
     raise Missing("the kosmos.kubenest collection was not found (searched: " + ", ".join(search_paths())

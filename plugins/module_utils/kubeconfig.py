@@ -66,13 +66,14 @@ def token_kubeconfig(server, ca_pem, token, cluster_name="kubernetes", user_name
     return config
 
 
-def kubeconfig_path(explicit=None):
-    """The kubeconfig file an API client reads: `explicit`, else $K8S_AUTH_KUBECONFIG, else $KUBECONFIG, else None
-    inside a pod (the service account), else ~/.kube/config. A variable may hold a list, as kubectl reads it; the
-    first file of it that exists is taken whole (files are not merged)."""
+def kubeconfig_path(explicit=None, variables=("K8S_AUTH_KUBECONFIG", "KUBECONFIG")):
+    """The kubeconfig file an API client reads: `explicit`, else the first of `variables` that is set
+    ($K8S_AUTH_KUBECONFIG, as kubernetes.core reads it, then $KUBECONFIG), else None inside a pod (the service
+    account), else ~/.kube/config. A variable may hold a list, as kubectl reads it; the first file of it that
+    exists is taken whole (files are not merged)."""
     if explicit:
         return os.path.expanduser(explicit)
-    for variable in ("K8S_AUTH_KUBECONFIG", "KUBECONFIG"):
+    for variable in variables:
         entries = [e for e in os.environ.get(variable, "").split(os.pathsep) if e]
         if entries:
             found = [e for e in entries if os.path.isfile(os.path.expanduser(e))]
