@@ -22,8 +22,9 @@ class Missing(Exception):
     """The collection is nowhere to be found."""
 
 
-def search_paths(environ=os.environ) -> list[str]:
+def search_paths(environ=None) -> list[str]:
     """The directories that may hold ansible_collections/, in Ansible's order."""
+    environ = os.environ if environ is None else environ
     configured = environ.get("ANSIBLE_COLLECTIONS_PATH") or environ.get("ANSIBLE_COLLECTIONS_PATHS") or ""
     paths = [p for p in configured.split(os.pathsep) if p] or list(DEFAULT_PATHS)
     return [os.path.expanduser(p) for p in paths]

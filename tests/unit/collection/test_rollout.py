@@ -115,8 +115,8 @@ def test_only_an_unschedulable_problem_that_blames_taints_gets_them_named():
     message = "Unschedulable: 0/4 nodes are available: 4 node(s) had untolerated taint(s)."
     nodes = [_node(f"w{i}", PRESSURE) for i in range(8)]
     named = name_taints(message, {"spec": {}}, nodes)
-    assert named == (f"{message} (untolerated: " + ", ".join(f"w{i} node.kubernetes.io/disk-pressure:NoSchedule"
-                                                           for i in range(6)) + " and 2 more)")
+    first = ", ".join(f"w{i} node.kubernetes.io/disk-pressure:NoSchedule" for i in range(6))
+    assert named == f"{message} (untolerated: {first} and 2 more)"
     assert name_taints(message, {"spec": {"tolerations": [{"operator": "Exists"}]}}, nodes) == message
     other = "Unschedulable: 0/4 nodes are available: 4 Insufficient cpu."
     assert name_taints(other, {"spec": {}}, nodes) == other
