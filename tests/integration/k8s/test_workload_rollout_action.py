@@ -137,9 +137,17 @@ def daemonset(name):
 def test_a_daemonset_on_every_node_waits_until_its_controller_counted_every_node(apiserver, apps, api_client):
     core = kubernetes.client.CoreV1Api(api_client)
     nodes = len(core.list_node().items)
-    for number in range(nodes, 2):  # two Nodes at least, whatever the other tests left
-        core.create_node({"metadata": {"name": f"rollout-node-{number}"}})
-        nodes += 1
+    made_nodes = [f"rollout-node-{number}" for number in range(nodes, 2)]  # two at least, whatever others left
+    for name in made_nodes:
+        core.create_node({"metadata": {"name": name}})
+    try:
+        _every_node(apiserver, apps, nodes + len(made_nodes))
+    finally:  # the API server is shared: a test of a cluster without nodes may come next (test_coredns_role.py)
+        for name in made_nodes:
+            core.delete_node(name)
+
+
+def _every_node(apiserver, apps, nodes):
     made = apps.create_namespaced_daemon_set(NS, daemonset("agent"))
 
     def status(desired, ready):
