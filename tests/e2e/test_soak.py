@@ -154,7 +154,12 @@ def _settled(api, soak: Soak) -> bool:
     for name, nodes in soak.wanted.items():
         vc = vcs.get_vc(api, NS, name)
         status = (vc or {}).get("status") or {}
-        if vcs.condition(vc, "Ready").get("status") != "True" or status.get("nodesReady") != f"{nodes}/{nodes}":
+        # Ready stays True while a run for a newer spec goes on (phase Updating): only a finished run of the
+        # latest spec counts, or a run returning a node is judged by the status of the run before it.
+        current = status.get("phase") == "Completed" and \
+            status.get("observedGeneration") == (vc.get("metadata") or {}).get("generation")
+        if not current or vcs.condition(vc, "Ready").get("status") != "True" \
+                or status.get("nodesReady") != f"{nodes}/{nodes}":
             return False
     return all(vcs.get_vc(api, NS, name) is None for name in soak.deleted)
 
