@@ -12,6 +12,7 @@ from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import Ku
 from ansible_collections.kosmos.kubenest.plugins.module_utils.secrets import put_secret, read_secret
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_action import KubeAction, plain
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.pki_plan import issue, problems_of
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.pki_rotation import NEXT_KEY, RotationError
 
 
 class ActionModule(KubeAction):
@@ -46,6 +47,7 @@ class ActionModule(KubeAction):
         ca_validity_days=dict(type="float", default=float(pki.CA_VALIDITY_DAYS)),
         renew_before_days=dict(type="float", default=float(pki.RENEW_BEFORE_DAYS)),
         key_type=dict(type="str", choices=["rsa", "ec"], default="rsa", no_log=False),
+        rotations=dict(type="dict", default={}, no_log=False),
     )
 
     def act(self, api, args, check_mode):
@@ -62,18 +64,28 @@ class ActionModule(KubeAction):
     @staticmethod
     def _run(api, p, check_mode):
         labels, owners = plain(p["labels"]), plain(p["owner_references"])
-        current, files = {}, {}
+        current, files, keys = {}, {}, {}
         for secret in p["secrets"]:
             found = read_secret(api, p["namespace"], secret["name"])
             current[secret["name"]] = found
+            # A rotation's pending key lives beside the signing key, in whichever Secret holds that.
+            keys[secret["name"]] = list(secret["keys"]) + [
+                NEXT_KEY % key[:-len(".key")] for key in secret["keys"] if key.endswith(".key")]
             for key, value in ((found or {}).get("data") or {}).items():
-                if key in secret["keys"]:
+                if key in keys[secret["name"]]:
                     files[key] = base64.b64decode(value)
-        certificates = issue(p, files)
+        try:
+            reports = issue(p, files)
+        except RotationError as exc:
+            raise AnsibleActionFail("Secrets in %s: %s; nothing was changed" % (p["namespace"], exc)) from None
         secrets = {}
         for secret in p["secrets"]:
-            data = dict((key, base64.b64encode(files[key]).decode()) for key in secret["keys"])
+            data = dict((key, base64.b64encode(files[key]).decode()) for key in keys[secret["name"]] if key in files)
             changed = put_secret(api, current[secret["name"]], p["namespace"], secret["name"], data, labels, owners,
                                  check_mode=check_mode)
             secrets[secret["name"]] = dict(found=current[secret["name"]] is not None, changed=changed)
-        return dict(changed=any(s["changed"] for s in secrets.values()), certificates=certificates, secrets=secrets)
+        accounts = set(p["service_account_keys"])
+        also_trusted = [sha for report in reports.values() for sha in report.get("trusted", [])[1:]]
+        return dict(changed=any(s["changed"] for s in secrets.values()), secrets=secrets, also_trusted=also_trusted,
+                    certificates=dict((k, v) for k, v in reports.items() if k not in accounts),
+                    service_account_keys=dict((k, v) for k, v in reports.items() if k in accounts))

@@ -36,7 +36,8 @@ options:
         claim), C(quota_backend_bytes), C(resources) (requests and limits), C(members) (1 or 3; several
         members find each other under the headless Service C(<name>-etcd-peer)) and C(restore) (C(sha256) and
         C(chunks) of a snapshot that every member starts from, carried by the Secrets C(<name>-etcd-restore-NNN);
-        empty for none), and C(host_nodes) like the others below.
+        empty for none), C(trust_revision) (a digest of the CAs etcd trusts while a rotation trusts two, put on
+        the pod template; empty for none), and C(host_nodes) like the others below.
       - The others take C(image_repository) and C(version); C(apiserver) also C(etcd_endpoint), C(service_cidr)
         and C(cluster_domain); C(controller-manager) also C(service_cidr), C(pod_cidr) and C(node_cidr_mask).
       - C(apiserver), C(controller-manager) and C(scheduler) take C(replicas) (1, 2 or 3; the API servers serve
@@ -109,7 +110,7 @@ def hosted_manifest(component, vc, settings):
     try:
         if component == "etcd":
             keys = ("image", "advertise_ip", "storage_class", "storage_size", "ephemeral", "quota_backend_bytes",
-                    "members", "restore", "host_nodes")
+                    "members", "restore", "host_nodes", "trust_revision")
             picked = _pick(settings, keys + PLACEMENT)
             if isinstance(picked.get("members"), str) and picked["members"].isdigit():
                 picked["members"] = int(picked["members"])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import ipaddress
+import re
 import traceback
 from collections import namedtuple
 
@@ -30,6 +31,9 @@ RENEW_BEFORE_DAYS = 30
 CLOCK_SKEW = datetime.timedelta(minutes=5)
 
 CertAndKey = namedtuple("CertAndKey", ["cert", "key"])
+# PEM blocks of a bundle, found one by one (cryptography reads several at once only from release 39).
+CERTIFICATE_PEM = re.compile(rb"-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----\n?")
+PUBLIC_KEY_PEM = re.compile(rb"-----BEGIN PUBLIC KEY-----[^-]+-----END PUBLIC KEY-----\n?")
 # X.509 (RFC 5280) caps a common name at 64 characters, and cryptography refuses longer ones.
 COMMON_NAME_MAX = 64
 CA_NAME_DIGEST = 16
@@ -92,7 +96,7 @@ def _key_usage(digital_signature=False, key_encipherment=False, key_cert_sign=Fa
 
 
 def new_ca(common_name, validity_days=CA_VALIDITY_DAYS, key=None, key_type="rsa"):
-    """Return a self-signed CA certificate and its key."""
+    """Return a self-signed CA certificate and its key (a new one, or `key`)."""
     key = key or generate_private_key(key_type)
     not_before, not_after = _validity(validity_days)
     public_key = key.public_key()
@@ -207,7 +211,27 @@ def public_key_pem(key):
 
 
 def load_certificate_pem(data):
+    """The first certificate of PEM data (of a trust bundle, its first: the one that signs)."""
     return x509.load_pem_x509_certificate(data)
+
+
+def load_certificates_pem(data):
+    """Every certificate of PEM data, in order; an empty list when there is none or it does not parse."""
+    try:
+        return [x509.load_pem_x509_certificate(block) for block in CERTIFICATE_PEM.findall(data or b"")]
+    except ValueError:
+        return []
+
+
+def load_public_keys_pem(data):
+    """Every public key of PEM data (a service-account key bundle), in order; unreadable blocks are left out."""
+    keys = []
+    for block in PUBLIC_KEY_PEM.findall(data or b""):
+        try:
+            keys.append(serialization.load_pem_public_key(block))
+        except ValueError:
+            continue
+    return keys
 
 
 def load_private_key_pem(data):

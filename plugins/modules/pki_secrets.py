@@ -22,6 +22,15 @@ description:
     a typo cannot silently drop a credential. Keys already in a Secret but not listed are removed.
   - Secrets are created or replaced with compare-and-swap on their resourceVersion. No key material appears in
     the result.
+  - A CA's C(<name>.crt) is its trust bundle, the signing CA first, and C(<name>.key) the signing key; a Secret may
+    also hold C(<name>.signer.crt), the signing CA alone, for a signer that takes exactly one certificate. A
+    service-account key's C(<name>.pub) holds every public key that is trusted, the signing one first.
+  - O(rotations) replaces a CA or a service-account key in three steps, each run again harmlessly, with no moment
+    in which something issued is not trusted. C(trust) makes a new one and adds it to the bundle, the old one still
+    signs; C(sign) lets the new one sign, so every certificate it signs is issued again, and keeps the old one
+    trusted; C(finish) removes the old one from the bundle. Between the steps the caller rolls out the bundle to
+    everything that reads it. Meanwhile the new key waits in C(<name>.next.key) beside the signing key. A step out
+    of order fails and changes nothing.
 author:
   - kosmos.kubenest maintainers (@kosmos-kubenest)
 options:
@@ -144,6 +153,12 @@ options:
     description: Renewal window before a certificate's end (at most a third of its lifetime).
     type: float
     default: 30
+  rotations:
+    description:
+      - Per CA or service-account key name, the rotation step to bring it to, V(trust), V(sign) or V(finish).
+        Names not given are kept as they are, also half-way through a rotation.
+    type: dict
+    default: {}
   key_type:
     description: Type of new private keys.
     type: str
@@ -180,14 +195,43 @@ EXAMPLES = r"""
       - {name: example-admin, keys: [admin.conf]}
     labels: {app.kubernetes.io/managed-by: kosmos.kubenest}
   register: pki
+
+- name: First step of a rotation of the CA and the service-account key (then sign, then finish)
+  kosmos.kubenest.pki_secrets:
+    namespace: tenants
+    certificates:
+      - {name: ca, is_ca: true, common_name: example-ca}
+      - {name: admin, ca: ca, common_name: admin, organizations: ["system:masters"]}
+    service_account_keys: [sa]
+    rotations: {ca: trust, sa: trust}
+    secrets:
+      - {name: example-pki, keys: [ca.crt, ca.key, ca.signer.crt, admin.crt, admin.key, sa.key, sa.pub]}
 """
 
 RETURN = r"""
 certificates:
-  description: Per certificate name, its SHA-256 fingerprint, end of validity and why it was (re)issued.
+  description:
+    - Per certificate name, its SHA-256 fingerprint, end of validity and why it was (re)issued.
+    - A CA's also lists the fingerprints it trusts (C(trusted), the signing one first), where its rotation stands
+      (C(rotation), V(none), V(trust) or V(sign)) and what this run did to it (C(rotated), empty for nothing).
   returned: always
   type: dict
-  sample: {ca: {sha256: 3f0c..., not_after: "2036-11-21T10:00:00+00:00", reason: unchanged}}
+  sample: {ca: {sha256: 3f0c..., not_after: "2036-11-21T10:00:00+00:00", reason: unchanged, trusted: [3f0c...],
+                rotation: none, rotated: ""}}
+service_account_keys:
+  description: Per service-account key name, the SHA-256 of the signing public key in PEM, the same of every
+    trusted one, where its rotation stands and what this run did to it.
+  returned: always
+  type: dict
+  sample: {sa: {sha256: 9a1e..., trusted: [9a1e..., 4b2c...], rotation: trust, rotated: a new key is trusted beside it}}
+also_trusted:
+  description:
+    - Fingerprints trusted beside the signing ones, of every CA and service-account key; empty unless a rotation
+      is under way. Part of what a component's pods must be rolled for.
+  returned: always
+  type: list
+  elements: str
+  sample: []
 secrets:
   description: Per Secret name, whether it existed and whether this run changed it.
   returned: always

@@ -16,15 +16,22 @@ from ansible_collections.kosmos.kubenest.plugins.plugin_utils.references import 
 
 class Files:
     """Where a component finds its files: the cluster PKI directory, etcd's CA and the apiserver's etcd client
-    pair, and the directory of the component kubeconfigs."""
+    pair, and the directory of the component kubeconfigs.
 
-    def __init__(self, pki, etcd_ca, etcd_cert, etcd_key, conf):
+    signing_cert: the certificate the controller-manager signs with, which it takes alone (one certificate, or it
+    refuses to start); by default the cluster CA's `ca.crt`. Where `ca.crt` is a trust bundle that may hold two
+    CAs during a rotation (kosmos.kubenest.pki_secrets), it is the bundle's `ca.signer.crt`."""
+
+    def __init__(self, pki, etcd_ca, etcd_cert, etcd_key, conf, signing_cert=None):
+        if signing_cert is None and isinstance(pki, str):
+            signing_cert = posixpath.join(pki, "ca.crt")
         for what, path in (("pki", pki), ("etcd_ca", etcd_ca), ("etcd_cert", etcd_cert), ("etcd_key", etcd_key),
-                           ("conf", conf)):
+                           ("conf", conf), ("signing_cert", signing_cert)):
             if not isinstance(path, str) or not path.startswith("/") or posixpath.normpath(path) != path:
                 raise ValueError("%s must be a normalized absolute path, got %r" % (what, path))
         self.pki, self.conf = pki, conf
         self.etcd_ca, self.etcd_cert, self.etcd_key = etcd_ca, etcd_cert, etcd_key
+        self.signing_cert = signing_cert
 
     def cert(self, name):
         return posixpath.join(self.pki, name)
@@ -106,7 +113,7 @@ def controller_manager_flags(files, cluster_name, service_cidr, bind_address, le
         ("authorization-kubeconfig", conf),
         ("bind-address", check_ip("the bind address", bind_address)),
         ("cluster-name", str(cluster_name)),
-        ("cluster-signing-cert-file", files.cert("ca.crt")),
+        ("cluster-signing-cert-file", files.signing_cert),
         ("cluster-signing-key-file", files.cert("ca.key")),
         ("root-ca-file", files.cert("ca.crt")),
         ("service-account-private-key-file", files.cert("sa.key")),

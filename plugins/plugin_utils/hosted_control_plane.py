@@ -39,7 +39,7 @@ PKI = "/etc/kubernetes/pki"
 ETCD_PKI = "/etc/kubernetes/etcd"
 CONF = "/etc/kubernetes/conf"
 FILES = Files(PKI, ETCD_PKI + "/ca.crt", ETCD_PKI + "/apiserver-etcd-client.crt",
-              ETCD_PKI + "/apiserver-etcd-client.key", CONF)
+              ETCD_PKI + "/apiserver-etcd-client.key", CONF, signing_cert=PKI + "/ca.signer.crt")
 # How long a component waits (the API server for etcd, the controllers for it) before its container fails. A day:
 # the pods are created while etcd starts, and a container that had failed twice during a long etcd outage would
 # look crash-looping to the rollout wait of the next run. That wait bounds how long a run waits.
@@ -282,7 +282,7 @@ def controller_manager_deployment(settings, service_cidr, pod_cidr, node_cidr_ma
                                        node_cidr_mask=node_cidr_mask)
     probes = {"livenessProbe": http_probe("/healthz", 10257, period=10, initial_delay=30, scheme="HTTPS")}
     volumes = [
-        secret_volume("pki", "%s-pki" % name, ["ca.crt", "ca.key", "sa.key"]),
+        secret_volume("pki", "%s-pki" % name, ["ca.crt", "ca.signer.crt", "ca.key", "sa.key"]),
         secret_volume("conf", "%s-component-kubeconfigs" % name, ["controller-manager.conf"]),
     ]
     return settings.deployment("controller-manager", "kube-controller-manager", options, probes,

@@ -23,6 +23,8 @@ from ansible_collections.kosmos.kubenest.plugins.plugin_utils.references import 
 PKI = "/etc/etcd/pki"
 MEMBER_COUNTS = (1, 3)
 RESTORE_DIR = "/var/run/kubenest/restore"
+# Pod template annotation that follows the CAs etcd trusts while a rotation trusts two.
+TRUST_REVISION = "kubenest.kosmos.io/trust-revision"
 
 
 def check_restore(restore):
@@ -53,13 +55,16 @@ def member_urls(vc, members, port):
 
 def etcd_statefulset(vc, image, advertise_ip, node_selector=None, tolerations=None, storage_class="",
                      storage_size="2Gi", quota_backend_bytes=2 * 1024 ** 3, resources=None, ephemeral=False,
-                     members=1, restore=None, host_nodes=0):
+                     members=1, restore=None, host_nodes=0, trust_revision=""):
     """Data on a PersistentVolumeClaim of `storage_class` (empty: the host's default class), so that a new pod
     finds the member's data; `ephemeral` keeps it in an emptyDir instead, lost with the pod. `host_nodes`: the
     schedulable host nodes of the placement; with at least one per member each member must have its own.
 
     `restore` ({'sha256', 'chunks'}): each member starts from that snapshot, which an init container joins from
-    the Secrets restore_chunk_names() names; a member that already has data keeps it."""
+    the Secrets restore_chunk_names() names; a member that already has data keeps it.
+
+    `trust_revision`: a digest of the CAs etcd trusts while a rotation trusts more than one, empty otherwise. etcd
+    reads its trusted CAs only when it starts: a new value rolls the members, one at a time."""
     vc = VirtualClusterRef(vc)
     advertise_ip = check_ip("etcd's service address", advertise_ip)
     if members not in MEMBER_COUNTS or isinstance(members, bool):
@@ -160,7 +165,8 @@ def etcd_statefulset(vc, image, advertise_ip, node_selector=None, tolerations=No
         extra["persistentVolumeClaimRetentionPolicy"] = {"whenDeleted": "Delete", "whenScaled": "Retain"}
         extra["volumeClaimTemplates"] = [{"metadata": {"name": "data", "labels": vc.component_labels("etcd")},
                                           "spec": claim}]
-    return workload("StatefulSet", vc, name, "etcd", pod, replicas=members, extra_spec=extra)
+    return workload("StatefulSet", vc, name, "etcd", pod, replicas=members, extra_spec=extra,
+                    pod_annotations={TRUST_REVISION: str(trust_revision)} if trust_revision else None)
 
 
 def _restore_container(vc, etcd, identity, restore):

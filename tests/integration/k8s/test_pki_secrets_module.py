@@ -141,3 +141,38 @@ def version(core, name):
         if exc.status == 404:
             return None
         raise
+
+
+def test_a_rotation_keeps_its_new_key_beside_the_signing_one_and_refuses_a_step_out_of_order(apiserver, core):
+    secrets = [{"name": "rot-pki", "keys": ["ca.crt", "ca.key", "ca.signer.crt", "admin.crt", "admin.key", "sa.key",
+                                            "sa.pub"]},
+               {"name": "rot-admin", "keys": ["admin.conf"]}]
+    args = dict(secrets=secrets, certificates=[CERTS[0], CERTS[2]], kubeconfigs=KUBECONFIGS)
+    rc, first, out = module(apiserver, **args)
+    assert rc == 0 and first["also_trusted"] == [] and first["certificates"]["ca"]["rotation"] == "none", first
+
+    before = version(core, "rot-pki")
+    rc, refused, out = module(apiserver, rotations={"ca": "sign"}, **args)
+    assert rc != 0 and "ca: sign asked, but no new CA is trusted yet" in refused["msg"], refused
+    assert "nothing was changed" in refused["msg"] and version(core, "rot-pki") == before
+
+    rc, trusted, out = module(apiserver, rotations={"ca": "trust", "sa": "trust"}, **args)
+    assert rc == 0 and trusted["changed"], trusted
+    stored = data(core, "rot-pki")
+    assert set(stored) == set(secrets[0]["keys"]) | {"ca.next.key", "sa.next.key"}
+    assert stored["ca.signer.crt"] == stored["ca.crt"][:len(stored["ca.signer.crt"])]
+    assert trusted["certificates"]["ca"]["rotated"] == "a new CA is trusted beside it"
+    assert len(trusted["also_trusted"]) == 2 and "PRIVATE KEY" not in out
+    conf = yaml.safe_load(data(core, "rot-admin")["admin.conf"])
+    assert base64.b64decode(conf["clusters"][0]["cluster"]["certificate-authority-data"]) == stored["ca.crt"]
+
+    rc, kept, out = module(apiserver, **args)
+    assert rc == 0 and not kept["changed"] and kept["certificates"]["ca"]["rotation"] == "trust", kept
+
+    # Once the new key signs, it is the signing key: nothing is kept beside it any more.
+    for step in ("sign", "finish"):
+        rc, result, out = module(apiserver, rotations={"ca": step, "sa": step}, **args)
+        assert rc == 0 and result["changed"], result
+        assert set(data(core, "rot-pki")) == set(secrets[0]["keys"]), step
+    stored = data(core, "rot-pki")
+    assert stored["ca.signer.crt"] == stored["ca.crt"] and result["also_trusted"] == []
