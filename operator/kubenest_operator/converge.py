@@ -17,7 +17,7 @@ from typing import Any
 import kopf
 from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import KubeApiError
 
-from . import drift, events, health, metrics, node_queue, spec_kubeconfig
+from . import ca_rotation, drift, events, health, metrics, node_queue, spec_kubeconfig
 from . import status as st
 from .certificates import expiry_times, pki_secrets
 from .context import Context
@@ -205,6 +205,13 @@ async def _complete(ctx: Context, body: kopf.Body, run: Run, retry: int, logger:
     spread = st.spread_condition(result.get("apiServers"), result.get("etcd"))
     others = [nodes_ready, addons_ready] + ([st.condition(st.SPREAD, *spread, generation, previous)] if spread else [])
     await set_ready(ctx, body, *decided.ready, generation, *others)
+    rotated = ca_rotation.status_entry(result.get("caRotation") or {}, st.now())
+    if rotated is not None:
+        await ctx.api.patch_virtualcluster_status(namespace, name, {"status": {"caRotation": rotated}})
+        following = ca_rotation.next_step(plain(body.get("spec") or {}), {"caRotation": rotated})
+        kopf.info(body, reason="CARotation", message=ca_rotation.describe(rotated, following))
+        if following is not None:  # the next step runs at once, in a run of its own
+            raise kopf.TemporaryError(f"CA rotation {rotated['id']}: {following} next", delay=1)
     if decided.phase != st.COMPLETED:
         logger.info(f"{decided.message}; looking again in {ctx.config.node_wait_interval:.0f}s")
         raise kopf.TemporaryError(decided.message, delay=ctx.config.node_wait_interval)

@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from . import ca_rotation
 from .restores import PENDING, restore_of
 
 # Written back by the operator; a credential the playbooks neither need nor should see.
@@ -75,6 +76,9 @@ def build_extravars(body: Mapping[str, Any], state: str, host_kubeconfig: str | 
             "kubernetes_version": (plain(body.get("status") or {})).get("kubernetesVersion"),
         },
     })
+    rotation = ca_rotation.extravars(body.get("spec"), plain(body.get("status") or {}))
+    if rotation is not None and state == "present":
+        extravars["virtualcluster"]["ca_rotation"] = rotation
     restore = restore_of(metadata)
     if restore is not None and restore != PENDING:
         extravars["virtualcluster"]["etcd_restore"] = restore

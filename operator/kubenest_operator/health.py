@@ -24,7 +24,7 @@ from typing import Any
 
 from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import KubeApiError
 
-from . import metrics, owners
+from . import ca_rotation, metrics, owners
 from .certificates import PKI_SECRETS, due_certificates, expiry_times, pki_secrets
 from .clients import Lender, TenantClients
 from .context import Context
@@ -219,6 +219,10 @@ async def assess(ctx: Context, body: Mapping[str, Any], control_plane: bool = Tr
         secrets = await pki_secrets(ctx, namespace, name)
         metrics.set_certificates(namespace, name, expiry_times(secrets))
         found.due = due_certificates(secrets, renew_before_days(load_site_vars(ctx.config.site_vars)))
+        # A rotation left half-way (an operator restarted between two steps) goes on like a renewal.
+        step = ca_rotation.next_step(plain(body.get("spec") or {}), status)
+        if step is not None:
+            found.due.append(f"CA rotation {body['spec']['caRotation']['id']} (step {step})")
     return found
 
 

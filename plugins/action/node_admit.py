@@ -47,7 +47,7 @@ class _Admission:
         allowed = list(self.p["ip_addresses"]) + _internal_ips(node)
         found = approve_serving_requests(self.api, self.p["node"], allowed, self.p["dns_names"], self.check_mode)
         self.result.update(found)
-        return found["approved"] or found["issued"]
+        return found["approved"] or (found["issued"] and not self.p["new_request"])
 
     def label(self, node):
         current = (node.get("metadata") or {}).get("labels") or {}
@@ -81,6 +81,7 @@ class ActionModule(KubeAction):
         dns_names=dict(type="list", elements="str", default=[]),
         labels=dict(type="dict", default={}),
         require_pod_cidr=dict(type="bool", default=True),
+        new_request=dict(type="bool", default=False),
         timeout=dict(type="int", default=120),
     )
 

@@ -7,12 +7,17 @@ from __future__ import annotations
 import base64
 
 from ansible.errors import AnsibleActionFail
-from ansible_collections.kosmos.kubenest.plugins.module_utils import pki
+from ansible_collections.kosmos.kubenest.plugins.module_utils import pki, run_result
 from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import KubeApiError
 from ansible_collections.kosmos.kubenest.plugins.module_utils.secrets import put_secret, read_secret
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.kube_action import KubeAction, plain
 from ansible_collections.kosmos.kubenest.plugins.plugin_utils.pki_plan import issue, problems_of
-from ansible_collections.kosmos.kubenest.plugins.plugin_utils.pki_rotation import NEXT_KEY, RotationError
+from ansible_collections.kosmos.kubenest.plugins.plugin_utils.pki_rotation import (
+    MARKER,
+    NEXT_KEY,
+    RotationError,
+    rotation_steps,
+)
 
 
 class ActionModule(KubeAction):
@@ -31,6 +36,7 @@ class ActionModule(KubeAction):
             dns_names=dict(type="list", elements="str", default=[]),
             ip_addresses=dict(type="list", elements="str", default=[]),
             usages=dict(type="list", elements="str", choices=["server", "client"], default=["client"]),
+            kept_until_finish=dict(type="bool", default=False),
         )),
         service_account_keys=dict(type="list", elements="str", default=[], no_log=False),
         kubeconfigs=dict(type="list", elements="dict", default=[], options=dict(
@@ -48,6 +54,7 @@ class ActionModule(KubeAction):
         renew_before_days=dict(type="float", default=float(pki.RENEW_BEFORE_DAYS)),
         key_type=dict(type="str", choices=["rsa", "ec"], default="rsa", no_log=False),
         rotations=dict(type="dict", default={}, no_log=False),
+        rotation_id=dict(type="str", default=""),
     )
 
     def act(self, api, args, check_mode):
@@ -74,15 +81,25 @@ class ActionModule(KubeAction):
             for key, value in ((found or {}).get("data") or {}).items():
                 if key in keys[secret["name"]]:
                     files[key] = base64.b64decode(value)
+        holders = dict((key[:-len(".key")], secret["name"]) for secret in p["secrets"] for key in secret["keys"]
+                       if key.endswith(".key"))
         try:
-            reports = issue(p, files)
+            steps = rotation_steps(p, dict((name, current[holders[name]]) for name in p["rotations"]))
+            reports = issue(dict(p, rotations=steps), files)
         except RotationError as exc:
-            raise AnsibleActionFail("Secrets in %s: %s; nothing was changed" % (p["namespace"], exc)) from None
+            # Asking again cannot help: the step or the rotation asked for must change.
+            raise AnsibleActionFail(run_result.permanent(
+                "CARotationRefused", "Secrets in %s: %s; nothing was changed" % (p["namespace"], exc))) from None
+        markers = {}
+        for name, step in steps.items():
+            if step and p["rotation_id"]:
+                state = "done" if step == "finish" else reports[name]["rotation"]
+                markers.setdefault(holders[name], {})[MARKER % name] = "%s %s" % (p["rotation_id"], state)
         secrets = {}
         for secret in p["secrets"]:
             data = dict((key, base64.b64encode(files[key]).decode()) for key in keys[secret["name"]] if key in files)
             changed = put_secret(api, current[secret["name"]], p["namespace"], secret["name"], data, labels, owners,
-                                 check_mode=check_mode)
+                                 check_mode=check_mode, annotations=markers.get(secret["name"]))
             secrets[secret["name"]] = dict(found=current[secret["name"]] is not None, changed=changed)
         accounts = set(p["service_account_keys"])
         also_trusted = [sha for report in reports.values() for sha in report.get("trusted", [])[1:]]

@@ -18,15 +18,19 @@ def read_secret(api, namespace, name):
     return api.get("v1", "Secret", name, namespace)
 
 
-def put_secret(api, current, namespace, name, data, labels, owner_references, check_mode=False):
-    """Make the Secret hold exactly `data` (base64 values), `labels` and `owner_references`; True if it changed.
+def put_secret(api, current, namespace, name, data, labels, owner_references, check_mode=False, annotations=None):
+    """Make the Secret hold exactly `data` (base64 values), `labels` and `owner_references`, and the
+    `annotations` given (others it has are kept); True if it changed.
 
     A concurrent writer makes the replace fail (HTTP 409) instead of being overwritten unseen."""
+    wanted = dict(annotations or {})
     if current is None:
         if not check_mode:
             metadata = {"name": name, "namespace": namespace}
             if labels:
                 metadata["labels"] = labels
+            if wanted:
+                metadata["annotations"] = wanted
             if owner_references:
                 metadata["ownerReferences"] = owner_references
             api.create({"apiVersion": "v1", "kind": "Secret", "metadata": metadata, "type": "Opaque", "data": data})
@@ -34,8 +38,10 @@ def put_secret(api, current, namespace, name, data, labels, owner_references, ch
     meta = current.get("metadata") or {}
     annotations = dict(meta.get("annotations") or {})
     if ((current.get("data") or {}) == data and (meta.get("labels") or {}) == labels
-            and (meta.get("ownerReferences") or []) == owner_references and LAST_APPLIED not in annotations):
+            and (meta.get("ownerReferences") or []) == owner_references and LAST_APPLIED not in annotations
+            and all(annotations.get(k) == v for k, v in wanted.items())):
         return False
+    annotations.update(wanted)
     if not check_mode:
         replaced = copy.deepcopy(current)
         annotations.pop(LAST_APPLIED, None)

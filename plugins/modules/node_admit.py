@@ -33,6 +33,12 @@ options:
     description: Wait until the cluster has given the Node a pod subnet (C(spec.podCIDR)).
     type: bool
     default: true
+  new_request:
+    description:
+      - Wait for a request no one has decided yet and approve it; one approved earlier does not count. For a kubelet
+        that has just dropped its serving certificate to get one from a new CA.
+    type: bool
+    default: false
   timeout:
     description: Seconds to wait for the Node and for an acceptable serving-certificate request.
     type: int

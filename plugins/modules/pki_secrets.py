@@ -97,6 +97,14 @@ options:
         elements: str
         choices: [server, client]
         default: [client]
+      kept_until_finish:
+        description:
+          - A certificate verified by clients the caller cannot reach, such as an API server's serving certificate
+            (copies of a kubeconfig, pods that read their CA once). During a rotation of its CA it keeps the old
+            CA's signature until the C(finish) step, so that those clients have from C(trust) until then to take up
+            the new bundle.
+        type: bool
+        default: false
   service_account_keys:
     description: Names of service-account signing key pairs, kept as C(<name>.key) and C(<name>.pub).
     type: list
@@ -159,6 +167,15 @@ options:
         Names not given are kept as they are, also half-way through a rotation.
     type: dict
     default: {}
+  rotation_id:
+    description:
+      - Names the rotation O(rotations) belongs to. The Secret holding an authority's key then records how far that
+        rotation went (annotation C(kubenest.kosmos.io/rotation.<name>)), so that a caller repeating the steps of a
+        rotation that has finished starts no new one, and steps of another rotation are refused until the one
+        under way has finished.
+      - 1 to 63 letters, digits, C(-), C(_) or C(.).
+    type: str
+    default: ""
   key_type:
     description: Type of new private keys.
     type: str

@@ -65,6 +65,9 @@ def problems_of(p):
             problems.append("rotations: %r is neither a CA nor a service-account key" % name)
         elif step not in pki_rotation.STEPS + ("",):
             problems.append("rotations: %s: %r is not a step (%s)" % (name, step, ", ".join(pki_rotation.STEPS)))
+    if p.get("rotation_id") and not pki_rotation.ROTATION_ID.match(p["rotation_id"]):
+        problems.append("rotation_id: %r must be 1 to 63 letters, digits, '-', '_' or '.', starting with a letter "
+                        "or digit" % p["rotation_id"])
     stored = [k for s in p["secrets"] for k in s["keys"]]
     bad = sorted(set(k for k in stored if not is_file_name(k)))
     if bad:
@@ -90,18 +93,25 @@ def issue(p, files):
     """Bring `files` (key -> PEM bytes, what the Secrets hold) up to date; per certificate and service-account key
     what happened. Raises RotationError, before anything is stored, for a rotation step asked for out of order."""
     steps = p.get("rotations") or {}
-    pairs = {}
+    pairs, bundles = {}, {}
     report = {}
     for cert in p["certificates"]:
         name = cert["name"]
         if cert["is_ca"]:
             pairs[name], report[name] = _ca(cert, p, files, steps.get(name, ""))
+            bundles[name] = pki.load_certificates_pem(files[name + ".crt"])
             continue
         ca = pairs.get(cert["ca"])
         wanted = pki.wanted_spec(cert["common_name"], cert["organizations"], cert["dns_names"],
                                  cert["ip_addresses"], cert["usages"], cert["is_ca"])
         reason = pki.reissue_reason(files.get(name + ".crt"), files.get(name + ".key"), ca, wanted,
                                     p["renew_before_days"])
+        if reason == "not signed by the given CA" and cert.get("kept_until_finish"):
+            # Verified by clients the caller cannot reach (copies of a kubeconfig, pods): the old CA's signature
+            # stays until the rotation's finish, so that they may take the new bundle up until then.
+            current = pki.load_certificate_pem(files[name + ".crt"])
+            if any(pki.signed_by(current, trusted) for trusted in bundles[cert["ca"]]):
+                reason = None
         if reason is None:
             pair = pki.CertAndKey(pki.load_certificate_pem(files[name + ".crt"]),
                                   pki.load_private_key_pem(files[name + ".key"]))

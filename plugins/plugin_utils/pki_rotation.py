@@ -28,6 +28,7 @@ the caller's business. Without a step asked for, whatever is stored is kept as i
 from __future__ import annotations
 
 import datetime
+import re
 
 from ansible_collections.kosmos.kubenest.plugins.module_utils import pki
 
@@ -38,6 +39,30 @@ SIGNER_CERT = "%s.signer.crt"
 
 class RotationError(ValueError):
     """A step asked for out of order; nothing has been written."""
+
+
+# On the Secret that holds an authority's key, with rotation_id: "<id> <trust|sign|done>", so that a named rotation
+# that has finished is not started again by a caller that repeats its steps.
+MARKER = "kubenest.kosmos.io/rotation.%s"
+ROTATION_ID = re.compile(r"^[A-Za-z0-9][-A-Za-z0-9_.]{0,62}$")
+
+
+def rotation_steps(p, holders):
+    """The steps to take of `p["rotations"]`, given the Secrets (or None) that hold each authority's key: with a
+    `rotation_id`, an authority whose rotation of that id has finished takes none, and one still inside another
+    named rotation is refused."""
+    steps = dict(p["rotations"])
+    if not p.get("rotation_id"):
+        return steps
+    for name, step in sorted(steps.items()):
+        annotations = ((holders.get(name) or {}).get("metadata") or {}).get("annotations") or {}
+        marked, state = (annotations.get(MARKER % name, "").split(" ", 1) + [""])[:2]
+        if marked == p["rotation_id"] and state == "done":
+            steps[name] = ""
+        elif step and marked and marked != p["rotation_id"] and state != "done":
+            raise RotationError("%s: rotation %s is under way (%s), finish it before %s starts"
+                                % (name, marked, state, p["rotation_id"]))
+    return steps
 
 
 def state(others, pending):

@@ -64,7 +64,7 @@ LIFE_CYCLES = ("awx-life-cycle", "molecule-node-promote", "control-plane-fails-w
 # no other test of make test shows; make test-long runs them all.
 SLOW_SCENARIOS = ("node-count-up-and-down", "plain-playbook-with-the-globalnodes-inventory",
                   "two-clusters-race-for-one-node", "certificate-renewal", "operator-replica-deleted-mid-run",
-                  "two-api-servers-through-a-lost-pod-and-a-roll", "operator-upgrade")
+                  "two-api-servers-through-a-lost-pod-and-a-roll", "operator-upgrade", "ca-rotation")
 # Both take one turn between them: make test runs one test of TURNS per commit, so each comes round within
 # len(TURNS) commits and the tier pays for one of them, never two.
 TURNS = LIFE_CYCLES + SLOW_SCENARIOS

@@ -312,3 +312,24 @@ def test_hostile_strings_in_globalnode_fields_are_refused(kosmos, field, value):
             kosmos.delete_cluster_custom_object(GROUP, VERSION, "globalnodes", name)
     assert refused.value.status == 422
     assert field in refused.value.body, refused.value.body
+
+
+def test_a_ca_rotation_with_a_new_id_waits_for_the_one_under_way(kosmos):
+    """spec.caRotation: a new id only once the rotation under way has completed; a completed one stays so."""
+    _create(kosmos, _vc("rotates", {"caRotation": {"id": "r1"}}))
+
+    def ask(rotation):
+        kosmos.patch_namespaced_custom_object(GROUP, VERSION, "vc-tests", "virtualclusters", "rotates",
+                                              {"spec": {"caRotation": rotation}})
+
+    for refused_rotation in ({"id": "r2"}, {"id": "bad id"}):
+        with pytest.raises(ApiException) as refused:
+            ask(refused_rotation)
+        assert refused.value.status == 422, refused.value.body
+    ask({"id": "r1", "complete": True})
+    with pytest.raises(ApiException) as refused:
+        ask({"id": "r1", "complete": False})
+    assert "a completed CA rotation cannot be taken back" in refused.value.body
+    kosmos.patch_namespaced_custom_object_status(GROUP, VERSION, "vc-tests", "virtualclusters", "rotates", {
+        "status": {"caRotation": {"id": "r1", "step": "finish", "phase": "Completed"}}})
+    ask({"id": "r2"})  # the last one completed: a new one may start

@@ -176,3 +176,28 @@ def test_a_rotation_keeps_its_new_key_beside_the_signing_one_and_refuses_a_step_
         assert set(data(core, "rot-pki")) == set(secrets[0]["keys"]), step
     stored = data(core, "rot-pki")
     assert stored["ca.signer.crt"] == stored["ca.crt"] and result["also_trusted"] == []
+
+
+def test_a_named_rotation_that_finished_is_not_started_again_and_another_waits_for_it(apiserver, core):
+    secrets = [{"name": "named-pki", "keys": ["ca.crt", "ca.key", "admin.crt", "admin.key"]}]
+    args = dict(secrets=secrets, certificates=[CERTS[0], CERTS[2]], service_account_keys=[], kubeconfigs=[])
+    assert module(apiserver, **args)[0] == 0
+    for step in ("trust", "sign", "finish"):
+        rc, result, out = module(apiserver, rotations={"ca": step}, rotation_id="r1", **args)
+        assert rc == 0 and result["changed"], result
+    marker = core.read_namespaced_secret("named-pki", NS).metadata.annotations["kubenest.kosmos.io/rotation.ca"]
+    assert marker == "r1 done"
+    rotated = data(core, "named-pki")
+    # The whole rotation repeated by a caller that lost track of it: nothing happens.
+    for step in ("trust", "sign", "finish"):
+        rc, result, out = module(apiserver, rotations={"ca": step}, rotation_id="r1", **args)
+        assert rc == 0 and not result["changed"] and result["certificates"]["ca"]["rotated"] == "", result
+    assert data(core, "named-pki") == rotated
+
+    assert module(apiserver, rotations={"ca": "trust"}, rotation_id="r2", **args)[0] == 0
+    before = version(core, "named-pki")
+    rc, refused, out = module(apiserver, rotations={"ca": "trust"}, rotation_id="r3", **args)
+    assert rc != 0 and "ca: rotation r2 is under way (trust), finish it before r3 starts" in refused["msg"], refused
+    assert version(core, "named-pki") == before
+    rc, refused, out = module(apiserver, rotations={"ca": "trust"}, rotation_id="not ok", **args)
+    assert rc != 0 and "rotation_id: 'not ok' must be 1 to 63 letters" in refused["msg"], refused

@@ -18,7 +18,7 @@ def _params(rotations=None):
         {"name": "ca", "common_name": "kubenest-vc-ca-tenants-vc1", "is_ca": True, "ca": "", "organizations": [],
          "dns_names": [], "ip_addresses": [], "usages": []},
         {"name": "apiserver", "common_name": "kube-apiserver", "is_ca": False, "ca": "ca", "organizations": [],
-         "dns_names": ["kubernetes"], "ip_addresses": ["10.0.0.1"], "usages": ["server"]},
+         "dns_names": ["kubernetes"], "ip_addresses": ["10.0.0.1"], "usages": ["server"], "kept_until_finish": True},
         {"name": "admin", "common_name": "kubenest-admin", "is_ca": False, "ca": "ca",
          "organizations": ["system:masters"], "dns_names": [], "ip_addresses": [], "usages": ["client"]},
     ]
@@ -65,6 +65,7 @@ def test_a_rotation_trusts_the_new_authority_before_it_signs_and_drops_the_old_o
     assert first["ca"]["rotation"] == "none" and first["sa"]["rotation"] == "none"
     old_ca, old_admin, old_sa = _bundle(files)[0], files["admin.crt"], pki.public_key_pem(
         pki.load_private_key_pem(files["sa.key"]))
+    old_apiserver = files["apiserver.crt"]
     assert files["ca.signer.crt"] == files["ca.crt"]
 
     trust = _step(files, "trust")
@@ -86,8 +87,9 @@ def test_a_rotation_trusts_the_new_authority_before_it_signs_and_drops_the_old_o
     bundle = _bundle(files)
     assert bundle == [new_ca, old_ca]
     assert pki.load_certificate_pem(files["ca.signer.crt"]) == new_ca
-    assert sign["admin"]["reason"] == "not signed by the given CA" and sign["apiserver"]["reason"] == \
-        "not signed by the given CA"
+    assert sign["admin"]["reason"] == "not signed by the given CA"
+    # The serving certificate copies of the kubeconfig verify keeps the old CA's signature until finish.
+    assert sign["apiserver"]["reason"] == "unchanged" and files["apiserver.crt"] == old_apiserver
     assert _verifies(bundle, files["admin.crt"]) and _verifies(bundle, old_admin)
     assert "ca.next.key" not in files and "sa.next.key" not in files
     assert _kubeconfig_ca(files) == files["ca.crt"]
@@ -96,6 +98,7 @@ def test_a_rotation_trusts_the_new_authority_before_it_signs_and_drops_the_old_o
 
     finish = _step(files, "finish")
     bundle = _bundle(files)
+    assert finish["apiserver"]["reason"] == "not signed by the given CA" and _verifies(bundle, files["apiserver.crt"])
     assert bundle == [new_ca] and files["ca.signer.crt"] == files["ca.crt"]
     assert _verifies(bundle, files["admin.crt"]) and not _verifies(bundle, old_admin)
     assert old_sa not in _token_keys(files) and len(_token_keys(files)) == 1
