@@ -200,7 +200,9 @@ def agent_objects(image, server_host, server_port, resources=None):
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": AGENT, "namespace": NAMESPACE}},
         {"apiVersion": "apps/v1", "kind": "DaemonSet",
-         "metadata": {"name": AGENT, "namespace": NAMESPACE, "labels": dict(AGENT_LABELS)},
+         # The DaemonSet's own labels say who manages it (not its pods': a change there would roll them).
+         "metadata": {"name": AGENT, "namespace": NAMESPACE,
+                      "labels": dict(AGENT_LABELS, **{"app.kubernetes.io/managed-by": "kosmos.kubenest"})},
          "spec": {"selector": {"matchLabels": dict(AGENT_LABELS)},
                   "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
                   "template": {"metadata": {"labels": dict(AGENT_LABELS)}, "spec": pod}}},

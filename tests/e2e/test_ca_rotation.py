@@ -1,7 +1,7 @@
-"""A rotation of every CA of a virtual cluster with two API servers and a promoted node, asked for in its spec
-(spec.caRotation) and carried out by the operator: prepared (new CAs trusted everywhere, then signing every
-certificate but the API server's serving one), then, once the kubeconfig is fetched again, completed (the old CAs
-and service-account key gone).
+"""A rotation of every CA of a virtual cluster with two API servers, three etcd members and a promoted node,
+asked for in its spec (spec.caRotation) and carried out by the operator: prepared (new CAs trusted everywhere,
+then signing every certificate but the API server's serving one), then, once the kubeconfig is fetched again,
+completed (the old CAs and service-account key gone).
 
 Throughout, a client polls the tenant's API every 100 ms (a connection per request, no retries): with the
 kubeconfig taken before the rotation while it is prepared, then with the one fetched again while it completes, as
@@ -115,8 +115,9 @@ def _cas(api) -> list[str]:
 @rotation.turn("ca-rotation", rotation.SLOW_SCENARIOS)
 def test_every_ca_rotates_without_a_failed_request_and_the_node_and_its_pods_stay(operator):
     sb, api, _proc = operator
-    create_vc(api, NS, NAME, {"apiServerReplicas": 2, "promotePolicies": [{"labelSelector": {"matchExpressions": [
-        {"key": "kubernetes.io/hostname", "operator": "In", "values": list(WORKERS)}]}, "nodeCount": 1}]})
+    workers = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": list(WORKERS)}]}
+    create_vc(api, NS, NAME, {"apiServerReplicas": 2, "etcdMembers": 3,
+                              "promotePolicies": [{"labelSelector": workers, "nodeCount": 1}]})
     vc = wait_ready(api, NS, NAME, timeout=STEP_TIMEOUT)
     [node] = [entry["name"] for entry in vc["status"]["nodes"]]
     tenant, before = tenant_client(vc, api)
@@ -153,7 +154,7 @@ def test_every_ca_rotates_without_a_failed_request_and_the_node_and_its_pods_sta
     assert vc["status"]["caRotation"]["step"] == "finish"
     [same] = k8s.CoreV1Api(tenant).list_namespaced_pod("default", label_selector="app=steady").items
     restarts = sum(c.restart_count for c in same.status.container_statuses or [])
-    print(f"\nCA rotation of a virtual cluster with two API servers and node {node}:")
+    print(f"\nCA rotation of a virtual cluster with two API servers, three etcd members and node {node}:")
     print(f"  prepared in {prepared_s:.0f}s: API polls with the kubeconfig from before: {prepared_poll.summary()};"
           f" exec/logs: {prepared_tools.summary()}")
     print(f"  completed in {completed_s:.0f}s: API polls with the kubeconfig fetched again:"
