@@ -68,7 +68,8 @@ class Tools:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            for args in (("exec", self._pod, "--", "/usr/local/bin/echo", "hi"), ("logs", self._pod, "--tail=1")):
+            for args in (("exec", self._pod, "--", "/usr/local/bin/echo", "resolve", "localhost"),
+                         ("logs", self._pod, "--tail=1")):
                 try:
                     self._kubectl(*args)
                 except Exception as exc:  # a failure of either counts
