@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,6 +110,16 @@ async def _abort_when_deleted(ctx: Context, namespace: str, name: str, abort: as
             abort.set()
 
 
+async def _with_recorded_rotation(ctx: Context, body: kopf.Body, state: str) -> Mapping[str, Any]:
+    """The body to run, with the CA rotation's progress as the object records it now: a handler runs the body kopf
+    gave it, which may predate the last step (a look may have taken that step meanwhile)."""
+    if state != "present" or not (body.get("spec") or {}).get("caRotation"):
+        return body
+    current = await ctx.api.get_virtualcluster(body.metadata.namespace, body.metadata.name)
+    status = dict(plain(body.get("status") or {}), caRotation=(current.get("status") or {}).get("caRotation"))
+    return {"metadata": body.metadata, "spec": body.get("spec"), "status": status}
+
+
 async def execute(ctx: Context, body: kopf.Body, state: str, phase: str, logger: logging.Logger) -> Run:
     """One playbook run for this VirtualCluster, with status.phase and status.progress kept current."""
     namespace, name = body.metadata.namespace, body.metadata.name
@@ -131,7 +142,8 @@ async def execute(ctx: Context, body: kopf.Body, state: str, phase: str, logger:
                if state == "present" else None)
     try:
         site_vars = ctx.run_site_vars(logger)
-        extravars = build_extravars(body, state, ctx.config.kubeconfig, site_vars, ctx.config.allowed_registries)
+        extravars = build_extravars(await _with_recorded_rotation(ctx, body, state), state, ctx.config.kubeconfig,
+                                    site_vars, ctx.config.allowed_registries)
         if state == "present" and "node_promote_queue" not in extravars:
             extravars["node_promote_queue"] = await node_queue.queue_for(ctx, body, logger)
         outcome = await ctx.runner.run(playbook, run_id, extravars, tracker, abort=abort)

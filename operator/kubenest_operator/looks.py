@@ -25,7 +25,7 @@ from typing import Any
 import kopf
 from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import KubeApiError
 
-from . import ca_rotation, events, health
+from . import events, health
 from . import status as st
 from .context import Context
 from .converge import converge, set_ready
@@ -128,8 +128,6 @@ async def look(ctx: Context, body: kopf.Body, pace: Pace, logger: logging.Logger
     resync, certificates = now >= pace.look_at, now >= pace.certificates_at
     if resync:
         pace.look_at = now + ctx.config.resync_interval
-        # A CA rotation between two steps (its run ended early, or the operator restarted) goes on at once.
-        certificates = certificates or ca_rotation.next_step(plain(body.get("spec") or {}), status) is not None
     if certificates:
         pace.certificates_at = now + ctx.config.cert_check_interval
     conditions = {c.get("type"): c for c in status.get("conditions") or []}

@@ -93,57 +93,61 @@ def new_authority_name(common_name, now=None):
     return pki.ca_common_name("%s-%s" % (common_name, now.strftime("%Y%m%d%H%M%S")))
 
 
-def rotate_ca(name, common_name, signer, others, files, step, validity_days, key_type):
-    """Apply `step` (one of STEPS, or "" to keep) to the CA `name` whose signing pair is `signer` and whose other
-    trusted certificates are `others`; returns the signing pair, the bundle (signer first) and what happened.
-    `files` holds the pending key and is brought up to date."""
+class _Kind:
+    """What differs between rotating a CA and a service-account key: the noun, whether a trusted entry (a CA
+    certificate, a public key) is a key's, the entry made for a key, and a new key."""
+
+    def __init__(self, noun, is_for, entry_for, new_key):
+        self.noun, self.is_for, self.entry_for, self.new_key = noun, is_for, entry_for, new_key
+
+
+def _rotate(kind, name, signing_key, signing_entry, others, files, step):
+    """Apply `step` (one of STEPS, or "" to keep) to the authority `name`: its signing key, the entry trusted for it
+    and the `others` trusted beside it. Returns the signing key, the bundle (the signer's entry first) and what
+    happened; `files` keeps the pending key."""
     pending = _load_key(files.get(NEXT_KEY % name))
-    # The pending key's certificate is in the bundle; one lost with a hand-edited bundle is made again.
-    if pending is not None and not any(pki.key_matches(cert, pending) for cert in others):
-        others = others + [pki.new_ca(new_authority_name(common_name), validity_days, key=pending).cert]
+    # The pending key's entry is in the bundle; one lost with a hand-edited bundle is made again.
+    if pending is not None and not any(kind.is_for(entry, pending) for entry in others):
+        others = others + [kind.entry_for(pending)]
     done = ""
     if step == "trust" and state(others, pending) == "none":
-        pair = pki.new_ca(new_authority_name(common_name), validity_days, key_type=key_type)
-        pending, others, done = pair.key, others + [pair.cert], "a new CA is trusted beside it"
+        pending = kind.new_key()
+        others, done = others + [kind.entry_for(pending)], "a new %s is trusted beside it" % kind.noun
     elif step == "sign":
         if state(others, pending) == "none":
-            raise RotationError("%s: sign asked, but no new CA is trusted yet: its rotation starts with trust" % name)
+            raise RotationError("%s: sign asked, but no new %s is trusted yet: its rotation starts with trust"
+                                % (name, kind.noun))
         if pending is not None:
-            new = [cert for cert in others if pki.key_matches(cert, pending)][0]
-            others = [signer.cert] + [cert for cert in others if cert is not new]
-            signer, pending, done = pki.CertAndKey(new, pending), None, "the new CA signs, the old one is trusted"
+            new = [entry for entry in others if kind.is_for(entry, pending)][0]
+            others = [signing_entry] + [entry for entry in others if entry is not new]
+            signing_key, signing_entry, pending = pending, new, None
+            done = "the new %s signs, the old one is trusted" % kind.noun
     elif step == "finish":
         if pending is not None:
-            raise RotationError("%s: finish asked while the new CA does not sign yet: sign comes first" % name)
+            raise RotationError("%s: finish asked while the new %s does not sign yet: sign comes first"
+                                % (name, kind.noun))
         if others:
-            others, done = [], "the old CA is no longer trusted"
+            others, done = [], "the old %s is no longer trusted" % kind.noun
     _keep_pending(files, name, pending)
-    return signer, [signer.cert] + others, done
+    return signing_key, [signing_entry] + others, done
+
+
+def rotate_ca(name, common_name, signer, others, files, step, validity_days, key_type):
+    """A CA: `signer` its signing pair, `others` the other trusted certificates; returns the signing pair, the
+    bundle of certificates (signer first) and what happened."""
+    kind = _Kind("CA", pki.key_matches,
+                 lambda key: pki.new_ca(new_authority_name(common_name), validity_days, key=key).cert,
+                 lambda: pki.generate_private_key(key_type))
+    key, bundle, done = _rotate(kind, name, signer.key, signer.cert, others, files, step)
+    return pki.CertAndKey(bundle[0], key), bundle, done
 
 
 def rotate_service_account_key(name, key, others, files, step, key_type):
-    """The same for a service-account key pair: `key` signs tokens, `others` are the other trusted public keys
-    (PEM); returns the signing key, the public keys trusted (PEM, signer first) and what happened."""
-    pending = _load_key(files.get(NEXT_KEY % name))
-    if pending is not None and _public(pending) not in others:
-        others = others + [_public(pending)]
-    done = ""
-    if step == "trust" and state(others, pending) == "none":
-        pending = pki.new_service_account_key(key_type)
-        others, done = others + [_public(pending)], "a new key is trusted beside it"
-    elif step == "sign":
-        if state(others, pending) == "none":
-            raise RotationError("%s: sign asked, but no new key is trusted yet: its rotation starts with trust" % name)
-        if pending is not None:
-            others = [_public(key)] + [pem for pem in others if pem != _public(pending)]
-            key, pending, done = pending, None, "the new key signs, the old one is trusted"
-    elif step == "finish":
-        if pending is not None:
-            raise RotationError("%s: finish asked while the new key does not sign yet: sign comes first" % name)
-        if others:
-            others, done = [], "the old key is no longer trusted"
-    _keep_pending(files, name, pending)
-    return key, [_public(key)] + others, done
+    """A service-account key pair: `key` signs tokens, `others` are the other trusted public keys (PEM); returns
+    the signing key, the public keys trusted (PEM, signer first) and what happened."""
+    kind = _Kind("key", lambda pem, candidate: pem == _public(candidate), _public,
+                 lambda: pki.new_service_account_key(key_type))
+    return _rotate(kind, name, key, _public(key), others, files, step)
 
 
 def _keep_pending(files, name, pending):
