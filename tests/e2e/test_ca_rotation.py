@@ -25,18 +25,9 @@ import yaml
 from kubernetes import client as k8s
 
 from tests.support import k8sbin, rotation
+from tests.support import virtualclusters as vcs
 from tests.support.nodes import echo_on_node, kubelet_cert_issuer
 from tests.support.tenant_poller import TenantPoller
-from tests.support.virtualclusters import (
-    condition,
-    create_vc,
-    delete_vc,
-    get_vc,
-    own_operator,
-    tenant_client,
-    wait_for,
-    wait_ready,
-)
 
 NS, NAME = "kubenest-e2e-rotation", "rot"
 WORKERS = ("kn-w1", "kn-w2", "kn-w3")
@@ -46,7 +37,7 @@ STEP_TIMEOUT = 900
 @pytest.fixture(scope="module")
 def operator(host_cluster, tmp_path_factory):
     sb, api = host_cluster
-    with own_operator(sb, api, NS, tmp_path_factory.mktemp("operator"), leftovers_timeout=600) as proc:
+    with vcs.own_operator(sb, api, NS, tmp_path_factory.mktemp("operator"), leftovers_timeout=600) as proc:
         yield sb, api, proc
 
 
@@ -104,9 +95,9 @@ class Tools:
 
 def _phase(api, phase: str):
     def reached():
-        vc = get_vc(api, NS, NAME)
+        vc = vcs.get_vc(api, NS, NAME)
         rotated = (vc.get("status") or {}).get("caRotation") or {}
-        done = rotated.get("phase") == phase and condition(vc, "Ready").get("status") == "True"
+        done = rotated.get("phase") == phase and vcs.condition(vc, "Ready").get("status") == "True"
         return vc if done else None
     return reached
 
@@ -126,11 +117,11 @@ def _cas(api) -> list[str]:
 def test_every_ca_rotates_without_a_failed_request_and_the_node_and_its_pods_stay(operator):
     sb, api, _proc = operator
     workers = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": list(WORKERS)}]}
-    create_vc(api, NS, NAME, {"apiServerReplicas": 2, "etcdMembers": 3,
-                              "promotePolicies": [{"labelSelector": workers, "nodeCount": 1}]})
-    vc = wait_ready(api, NS, NAME, timeout=STEP_TIMEOUT)
+    spec = {"apiServerReplicas": 2, "etcdMembers": 3, "promotePolicies": [{"labelSelector": workers, "nodeCount": 1}]}
+    vcs.create_vc(api, NS, NAME, spec)
+    vc = vcs.wait_ready(api, NS, NAME, timeout=STEP_TIMEOUT)
     [node] = [entry["name"] for entry in vc["status"]["nodes"]]
-    tenant, before = tenant_client(vc, api)
+    tenant, before = vcs.tenant_client(vc, api)
     echo_on_node(tenant, "steady", node)
     core = k8s.CoreV1Api(tenant)
     [pod] = core.list_namespaced_pod("default", label_selector="app=steady").items
@@ -141,7 +132,7 @@ def test_every_ca_rotates_without_a_failed_request_and_the_node_and_its_pods_sta
     with TenantPoller(before) as prepared_poll, Tools(before, pod.metadata.name) as prepared_tools:
         time.sleep(2)
         _ask(api, {"id": "r1"})
-        vc = wait_for(_phase(api, "Prepared"), STEP_TIMEOUT, "the rotation prepared", interval=2)
+        vc = vcs.wait_for(_phase(api, "Prepared"), STEP_TIMEOUT, "the rotation prepared", interval=2)
         time.sleep(2)
     prepared_s = time.monotonic() - started
     assert len(_cas(api)) == 2, "both CAs are trusted while the rotation is prepared"
@@ -149,12 +140,12 @@ def test_every_ca_rotates_without_a_failed_request_and_the_node_and_its_pods_sta
     assert new_issuer != old_issuer, "the kubelet holds a certificate of the new CA"
 
     # As users are told: fetch the kubeconfig again, then complete.
-    tenant, after = tenant_client(vc, api)
+    tenant, after = vcs.tenant_client(vc, api)
     started = time.monotonic()
     with TenantPoller(after) as completed_poll, Tools(after, pod.metadata.name) as completed_tools:
         time.sleep(2)
         _ask(api, {"id": "r1", "complete": True})
-        vc = wait_for(_phase(api, "Completed"), STEP_TIMEOUT, "the rotation completed", interval=2)
+        vc = vcs.wait_for(_phase(api, "Completed"), STEP_TIMEOUT, "the rotation completed", interval=2)
         time.sleep(2)
     completed_s = time.monotonic() - started
 
@@ -179,4 +170,4 @@ def test_every_ca_rotates_without_a_failed_request_and_the_node_and_its_pods_sta
     # node's only Konnectivity agent is replaced (sign) or an API server starts before an agent reached it.
     tools = (prepared_tools.summary(), completed_tools.summary())
     assert (prepared_tools.untrusted, completed_tools.untrusted) == (0, 0), tools
-    delete_vc(api, NS, NAME, timeout=600)
+    vcs.delete_vc(api, NS, NAME, timeout=600)
