@@ -26,7 +26,7 @@ def next_step(spec: Mapping[str, Any] | None, status: Mapping[str, Any] | None) 
     last = done.get("step") if done.get("id") == rotation_id and done.get("step") in STEPS else None
     wanted = STEPS if asked.get("complete") else STEPS[:2]
     after = STEPS.index(last) + 1 if last else 0
-    return next((step for step in wanted[after:]), None)
+    return wanted[after] if after < len(wanted) else None
 
 
 def extravars(spec: Mapping[str, Any] | None, status: Mapping[str, Any] | None) -> dict[str, str] | None:

@@ -124,12 +124,12 @@ async def look(ctx: Context, body: kopf.Body, pace: Pace, logger: logging.Logger
     if not settled(body):
         return "skipped"
     now = time.monotonic()
-    status = plain(body.get("status") or {})
     resync, certificates = now >= pace.look_at, now >= pace.certificates_at
     if resync:
         pace.look_at = now + ctx.config.resync_interval
     if certificates:
         pace.certificates_at = now + ctx.config.cert_check_interval
+    status = plain(body.get("status") or {})
     conditions = {c.get("type"): c for c in status.get("conditions") or []}
     phase, ready_reason = status.get("phase"), (conditions.get(st.READY) or {}).get("reason")
     nodes_reason = (conditions.get(st.NODES_READY) or {}).get("reason")

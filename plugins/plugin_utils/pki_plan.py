@@ -110,7 +110,8 @@ def issue(p, files):
             # Verified by clients the caller cannot reach (copies of a kubeconfig, pods): the old CA's signature
             # stays until the rotation's finish, so that they may take the new bundle up until then.
             current = pki.load_certificate_pem(files[name + ".crt"])
-            if any(pki.signed_by(current, trusted) for trusted in bundles[cert["ca"]]):
+            if (any(pki.signed_by(current, trusted) for trusted in bundles[cert["ca"]])
+                    and pki.renewal_due(current, p["renew_before_days"]) is None):
                 reason = None
         if reason is None:
             pair = pki.CertAndKey(pki.load_certificate_pem(files[name + ".crt"]),

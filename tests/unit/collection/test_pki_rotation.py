@@ -164,3 +164,14 @@ def test_the_arguments_of_a_rotation_are_checked_before_anything_is_read():
         "secrets: keys a rotation keeps by itself, beside the signing key: ca.next.key",
     ]
     assert pki_plan.problems_of(_params({"ca": "trust", "sa": "finish"})) == []
+
+
+def test_a_certificate_kept_until_finish_is_still_renewed_when_it_is_due():
+    files = {}
+    params = _params({"ca": "trust"})
+    params["validity_days"] = 0.0005  # 43 s: inside its renewal window at once
+    pki_plan.issue(params, files)
+    params["rotations"] = {"ca": "sign"}
+    report = pki_plan.issue(params, files)
+    assert report["apiserver"]["reason"] == "not signed by the given CA"
+    assert pki.signed_by(pki.load_certificate_pem(files["apiserver.crt"]), _bundle(files)[0])
