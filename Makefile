@@ -30,7 +30,7 @@ down:
 	  .sandbox/sample.kubeconfig .sandbox/operator.log .sandbox/operator.pid .sandbox/operator.mode .sandbox/operator-install.json \
 	  .sandbox/host.json .sandbox/kubeadm
 
-.PHONY: help install system-deps lint ruff ansible-lint sanity changelog-lint role-readmes diagrams unit integration integration-agent integration-early integration-images e2e e2e-kubeadm prebuild prebuild-images prebuild-machines test test-long bench bench-scale conformance conformance-suite k8s cilium runtime images operator-image push-images apiserver up down clean
+.PHONY: help install system-deps lint ruff ansible-lint sanity changelog-lint role-readmes diagrams unit integration integration-agent integration-early integration-images e2e e2e-kubeadm prebuild prebuild-images prebuild-machines test test-long bench bench-scale conformance conformance-suite k8s k8s-previous cilium runtime images operator-image push-images apiserver up down clean
 
 help:
 	@echo "make up        local sandbox host cluster, operator and a sample virtual cluster"
@@ -140,9 +140,10 @@ prebuild-machines: install
 	$(TIER) build:node-image -- $(PY) -m sandbox.machines image
 	$(TIER) build:bare-image -- $(PY) -m sandbox.machines bare-image
 
-# Too long for CI: a fault at every step of promotion and return, the operator killed mid-way, and the
-# AWX and molecule life cycles that repeat what the VirtualCluster tests show.
-test-long: install k8s images
+# Too long for CI: a fault at every step of promotion and return, the operator killed mid-way, the
+# AWX and molecule life cycles that repeat what the VirtualCluster tests show, and upgrades from the previous
+# Kubernetes minor (built here too: k8s-previous).
+test-long: install k8s images k8s-previous
 	KUBENEST_LONG=1 $(PYTEST) -m long tests/e2e
 
 bench: install k8s images
@@ -160,6 +161,11 @@ bench-scale: install k8s
 
 k8s:
 	@bash sandbox/k8s/build.sh
+
+# The previous Kubernetes minor (versions.env), which a tenant can run and be upgraded from, and its images.
+k8s-previous: install
+	@bash sandbox/k8s/build.sh previous
+	@$(PY) sandbox/images/build_images.py --release previous
 
 cilium:
 	@bash sandbox/cilium/build.sh

@@ -467,21 +467,29 @@ def main(argv: list[str] | None = None) -> int:
     versions = read_versions(REPO_ROOT / "versions.env")
     cache = Path(os.environ.get("KUBENEST_CACHE") or Path.home() / ".cache" / "kubenest")
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
-    parser.add_argument("--bin-dir", type=Path, default=default_bin_dir(cache, versions),
+    # The previous minor's catalog holds only what differs per Kubernetes release (its control plane and
+    # kube-proxy): what a tenant upgraded from it runs before the upgrade. Its binaries: build.sh previous.
+    parser.add_argument("--release", choices=("pinned", "previous"), default="pinned",
+                        help="the pinned Kubernetes release (every image) or the previous minor (its control plane)")
+    parser.add_argument("--bin-dir", type=Path,
                         help="directory with the built binaries (default: the one sandbox/k8s/build.sh fills)")
-    parser.add_argument("--out", type=Path, default=cache / "images" / versions["KUBERNETES_VERSION"],
-                        help="output directory (default: %(default)s)")
+    parser.add_argument("--out", type=Path,
+                        help="output directory (default: $KUBENEST_CACHE/images/<Kubernetes version>)")
     args = parser.parse_args(argv)
+    if args.release == "previous":
+        versions = {**versions, "KUBERNETES_VERSION": versions["KUBERNETES_PREVIOUS_VERSION"]}
+    args.bin_dir = args.bin_dir or default_bin_dir(cache, versions)
+    args.out = args.out or cache / "images" / versions["KUBERNETES_VERSION"]
     # One build at a time: make test builds ahead in the background while the tests' workers may ask for the
     # images; a second caller waits, then finds them cached.
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with (args.out.parent / f".{args.out.name}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return build(args, versions, cache)
+        return build_previous(args, versions) if args.release == "previous" else build(args, versions, cache)
 
 
-def build(args: argparse.Namespace, versions: dict[str, str], cache: Path) -> int:
-    k8s_tag = versions["KUBERNETES_VERSION"]
+def kubernetes_specs(args: argparse.Namespace, k8s_tag: str) -> list[ImageSpec]:
+    """The images of one Kubernetes release: its control plane and kube-proxy."""
     # await-ready: the entry point that holds the API server back until its etcd has a leader, and the
     # controllers until their API server answers, so all start together.
     await_ready = ((build_program("await-ready", args.out / "await-ready-bin"), "usr/local/bin/await-ready"),)
@@ -492,18 +500,40 @@ def build(args: argparse.Namespace, versions: dict[str, str], cache: Path) -> in
     specs = [ImageSpec(name, k8s_tag, args.bin_dir / name, programs.get(name, await_ready),
                        source=f"{k8s_source} cmd/{name}")
              for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")]
-    # etcd-snapshot: backups stream out of the member's own pod, restores run as its init container.
-    snapshot_tool = build_program("etcd-snapshot", args.out / "etcd-snapshot-bin")
-    specs.append(ImageSpec("etcd", versions["ETCD_VERSION"], args.bin_dir / "etcd",
-                           ((snapshot_tool, "usr/local/bin/etcd-snapshot"),),
-                           source=f"go.etcd.io/etcd/server/v3 {versions['ETCD_VERSION']}"))
     extras, links = iptables_files()
     specs.append(ImageSpec("kube-proxy", k8s_tag, args.bin_dir / "kube-proxy", extras, links,
                            source=f"{k8s_source} cmd/kube-proxy"))
     missing = [str(s.binary) for s in specs if not s.binary.is_file()]
     if missing:
         sys.exit(f"error: missing binaries {missing}; run `make k8s` first")
+    return specs
+
+
+def write_catalog(out: Path, specs: list[ImageSpec]) -> None:
+    catalog = {spec.name: ensure_image(spec, out) for spec in specs}
+    catalog_path = out / "images.json"
+    catalog_text = json.dumps(catalog, indent=2, sort_keys=True) + "\n"
+    if not catalog_path.is_file() or catalog_path.read_text() != catalog_text:
+        catalog_path.write_text(catalog_text)
+    print(out)
+
+
+def build_previous(args: argparse.Namespace, versions: dict[str, str]) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
+    write_catalog(args.out, kubernetes_specs(args, versions["KUBERNETES_VERSION"]))
+    return 0
+
+
+def build(args: argparse.Namespace, versions: dict[str, str], cache: Path) -> int:
+    args.out.mkdir(parents=True, exist_ok=True)
+    specs = kubernetes_specs(args, versions["KUBERNETES_VERSION"])
+    # etcd-snapshot: backups stream out of the member's own pod, restores run as its init container.
+    snapshot_tool = build_program("etcd-snapshot", args.out / "etcd-snapshot-bin")
+    specs.append(ImageSpec("etcd", versions["ETCD_VERSION"], args.bin_dir / "etcd",
+                           ((snapshot_tool, "usr/local/bin/etcd-snapshot"),),
+                           source=f"go.etcd.io/etcd/server/v3 {versions['ETCD_VERSION']}"))
+    if not (args.bin_dir / "etcd").is_file():
+        sys.exit(f"error: missing binaries {[str(args.bin_dir / 'etcd')]}; run `make k8s` first")
     specs.append(ImageSpec("pause", versions["PAUSE_VERSION"], build_program("pause", args.out / "pause-bin")))
     specs.append(ImageSpec("echo", ECHO_TAG, build_program("echo", args.out / "echo-bin")))
     coredns = versions["COREDNS_VERSION"]
@@ -531,12 +561,7 @@ def build(args: argparse.Namespace, versions: dict[str, str], cache: Path) -> in
 
     write_if_changed(args.out / CILIUM_CRDS, cilium_crds(cilium_dir / "crds"))
 
-    catalog = {spec.name: ensure_image(spec, args.out) for spec in specs}
-    catalog_path = args.out / "images.json"
-    catalog_text = json.dumps(catalog, indent=2, sort_keys=True) + "\n"
-    if not catalog_path.is_file() or catalog_path.read_text() != catalog_text:
-        catalog_path.write_text(catalog_text)
-    print(args.out)
+    write_catalog(args.out, specs)
     return 0
 
 

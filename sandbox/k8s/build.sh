@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
 # Build the Kubernetes and etcd binaries from Go modules, cached outside the repo by version.
+# Usage: build.sh [pinned|previous]: the pinned release (default) or the previous minor's, which a tenant can run
+# and be upgraded from (versions.env names both).
 # Prints the directory that holds the binaries as its last line.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 # shellcheck source=/dev/null
 . "$here/../../versions.env"
+case "${1:-pinned}" in
+  pinned) ;;
+  previous) KUBERNETES_VERSION="$KUBERNETES_PREVIOUS_VERSION" ;;
+  *) echo "error: build.sh takes 'pinned' or 'previous', not '$1'" >&2; exit 2 ;;
+esac
 cache_root="${KUBENEST_CACHE:-$HOME/.cache/kubenest}"
 out="$cache_root/k8s/$KUBERNETES_VERSION-etcd-$ETCD_VERSION/bin"
 components=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubeadm kubectl)
