@@ -10,11 +10,18 @@ at every moment: no controller-manager or scheduler pod newer than an API server
 the longest stretch without an answer, for each; asserted: none failed with two API servers, the skew policy held,
 the tenant answers with the new version and its objects are kept.
 
+A third starts on the previous minor with two promoted nodes, whose kubelets are the previous minor's too (the
+site gives it, `kubenest_kubelet_binaries`: the host's kubelet is newer than that tenant's API servers may be).
+Its upgrade moves the control plane first, then each node in turn (drained, its kubelet restarted as the pin's,
+cordoned no longer), while a Service with a pod on each node and a PodDisruptionBudget is polled through its
+NodePort on both nodes every 100 ms: no request fails, and no kubelet is ever newer than an API server.
+
 Long (`make test-long`): the previous minor's build takes minutes on a fresh machine.
 """
 
 from __future__ import annotations
 
+import http.client
 import subprocess
 import sys
 import threading
@@ -26,6 +33,7 @@ from kubernetes import client as k8s
 
 from sandbox.images.build_images import read_versions
 from sandbox.machines.machine import Machine
+from tests.support import k8sbin
 from tests.support import virtualclusters as vcs
 from tests.support.tenant_poller import TenantPoller
 
@@ -35,6 +43,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 VERSIONS = read_versions(REPO_ROOT / "versions.env")
 PREVIOUS, PINNED = VERSIONS["KUBERNETES_PREVIOUS_VERSION"], VERSIONS["KUBERNETES_VERSION"]
 NS = "kubenest-e2e-upgrade"
+WORKERS = ("kn-w1", "kn-w2", "kn-w3")
 STEP_TIMEOUT = 900
 COMPONENT = "app.kubernetes.io/component"
 
@@ -71,7 +80,13 @@ def previous_images(host_cluster):
 @pytest.fixture(scope="module")
 def operator(host_cluster, previous_images, tmp_path_factory):
     sb, api = host_cluster
-    site = {"kubenest_kubernetes_versions": [PREVIOUS, PINNED]}
+    # The previous minor's kubelet, where sandbox/k8s/build.sh puts it.
+    bin_dir = k8sbin.cache_dir() / "k8s" / f"{PREVIOUS}-etcd-{VERSIONS['ETCD_VERSION']}" / "bin"
+    site = {"kubenest_kubernetes_versions": [PREVIOUS, PINNED],
+            "kubenest_kubelet_binaries": {PREVIOUS: str(bin_dir / "kubelet")},
+            # Stand-in for a registry that serves both releases' images: promoted nodes keep the previous minor's
+            # kube-proxy imported above instead of having every image but the pin's catalog wiped.
+            "node_promote_wipe_images": False}
     with vcs.own_operator(sb, api, NS, tmp_path_factory.mktemp("operator"), site=site,
                           leftovers_timeout=600) as proc:
         yield sb, api, proc
@@ -82,8 +97,9 @@ class SkewWatcher:
     newer minor than an API server pod of the same virtual cluster (the version-skew policy forbids it). A pod
     being deleted is left out: it has left its Service, through which the controllers reach their API server."""
 
-    def __init__(self, api, name: str):
+    def __init__(self, api, name: str, tenant=None):
         self._core, self._name = k8s.CoreV1Api(api), name
+        self._tenant = k8s.CoreV1Api(tenant) if tenant is not None else None
         self.looks, self.violations, self.seen = 0, [], set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -100,7 +116,12 @@ class SkewWatcher:
             self.seen.add((component, tag))
             versions.setdefault(component, set()).add(_minor(tag))
         oldest_apiserver = min(versions.get("apiserver", {(999, 0)}))
-        for component in ("controller-manager", "scheduler"):
+        if self._tenant is not None:  # the kubelets, as the tenant's Nodes report them
+            for node in self._tenant.list_node().items:
+                tag = node.status.node_info.kubelet_version
+                self.seen.add((f"kubelet {node.metadata.name}", tag))
+                versions.setdefault("kubelet", set()).add(_minor(tag))
+        for component in ("controller-manager", "scheduler", "kubelet"):
             if versions.get(component) and max(versions[component]) > oldest_apiserver:
                 self.violations.append((component, max(versions[component]), oldest_apiserver))
 
@@ -181,3 +202,116 @@ def test_a_tenant_moves_one_minor_up_without_a_failed_request(operator):
     assert refused.value.status == 422 and PREVIOUS in refused.value.body
     for name in tenants:
         vcs.delete_vc(api, NS, name, timeout=600)
+
+
+class ServicePoller:
+    """GET / of a tenant Service through its NodePort every 100 ms, on each node in turn (a connection per request,
+    no retries); counts what failed."""
+
+    def __init__(self, addresses: list[str], port: int, interval: float = 0.1, timeout: float = 2.0):
+        self._addresses, self._port, self._interval, self._timeout = addresses, port, interval, timeout
+        self.ok, self.failed, self.reasons = 0, 0, []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        turn = 0
+        while not self._stop.is_set():
+            address = self._addresses[turn % len(self._addresses)]
+            turn += 1
+            connection = http.client.HTTPConnection(address, self._port, timeout=self._timeout)
+            try:
+                connection.request("GET", "/", headers={"Connection": "close"})
+                status = connection.getresponse().status
+                if status != 200:
+                    raise RuntimeError(f"HTTP {status}")
+                self.ok += 1
+            except Exception as exc:  # every failure counts, whatever its kind
+                self.failed += 1
+                if len(self.reasons) < 12:
+                    self.reasons.append(f"{time.strftime('%H:%M:%S')} {address}: {type(exc).__name__}: {exc}"[:200])
+            finally:
+                connection.close()
+            self._stop.wait(self._interval)
+
+    def __enter__(self) -> ServicePoller:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def summary(self) -> str:
+        return (f"{self.failed} of {self.ok + self.failed} requests failed"
+                + (f" ({'; '.join(self.reasons)})" if self.reasons else ""))
+
+
+def _web(tenant, name: str) -> int:
+    """A Deployment of two echo pods on two different nodes, each waiting a moment before it stops, a
+    PodDisruptionBudget that keeps one, and a NodePort Service; returns the node port once both pods are
+    available."""
+    labels = {"app": name}
+    k8s.AppsV1Api(tenant).create_namespaced_deployment("default", {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+        "spec": {"replicas": 2, "selector": {"matchLabels": labels}, "template": {
+            "metadata": {"labels": labels},
+            "spec": {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                         {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"}]}},
+                     "containers": [{"name": "echo", "image": "kubenest.local/echo:1.0",
+                                     "ports": [{"containerPort": 8080}],
+                                     # As a workload that means to lose no request does: an evicted pod serves
+                                     # until its endpoint has left every node's Service rules.
+                                     "lifecycle": {"preStop": {"sleep": {"seconds": 5}}},
+                                     "readinessProbe": {"httpGet": {"path": "/", "port": 8080},
+                                                        "periodSeconds": 1}}]}}}})
+    k8s.PolicyV1Api(tenant).create_namespaced_pod_disruption_budget("default", {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": labels}}})
+    service = k8s.CoreV1Api(tenant).create_namespaced_service("default", {
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+        "spec": {"type": "NodePort", "selector": labels, "ports": [{"port": 80, "targetPort": 8080}]}})
+    vcs.wait_for(lambda: (k8s.AppsV1Api(tenant).read_namespaced_deployment(name, "default").status.available_replicas
+                          or 0) >= 2, 300, f"tenant Deployment {name} available on both nodes")
+    return service.spec.ports[0].node_port
+
+
+def _kubelets(tenant) -> dict[str, tuple[str, bool]]:
+    return {node.metadata.name: (node.status.node_info.kubelet_version, bool(node.spec.unschedulable))
+            for node in k8s.CoreV1Api(tenant).list_node().items}
+
+
+def test_nodes_move_to_the_new_kubelet_one_at_a_time_and_a_service_keeps_answering(operator):
+    _sb, api, _proc = operator
+    name = "nodes"
+    workers = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": list(WORKERS)}]}
+    vcs.create_vc(api, NS, name, {"kubernetesVersion": PREVIOUS, "apiServerReplicas": 2,
+                                  "promotePolicies": [{"labelSelector": workers, "nodeCount": 2}]})
+    vc = vcs.wait_ready(api, NS, name, timeout=STEP_TIMEOUT)
+    tenant, kubeconfig = vcs.tenant_client(vc, api)
+    before = _kubelets(tenant)
+    assert len(before) == 2 and {version for version, _cordoned in before.values()} == {PREVIOUS}, before
+    port = _web(tenant, "web")
+    addresses = [address.address for node in k8s.CoreV1Api(tenant).list_node().items
+                 for address in node.status.addresses if address.type == "InternalIP"]
+
+    started = time.monotonic()
+    with TenantPoller(kubeconfig) as poll, ServicePoller(addresses, port) as web, \
+            SkewWatcher(api, name, tenant) as skew:
+        time.sleep(2)
+        k8s.CustomObjectsApi(api).patch_namespaced_custom_object(
+            vcs.GROUP, vcs.VERSION, NS, vcs.PLURAL, name, {"spec": {"kubernetesVersion": PINNED}})
+        vcs.wait_for(_upgraded(api, name), STEP_TIMEOUT, f"{name} upgraded to {PINNED}", interval=2)
+        time.sleep(2)
+    took = time.monotonic() - started
+    after = _kubelets(tenant)
+    available = k8s.AppsV1Api(tenant).read_namespaced_deployment("web", "default").status.available_replicas
+    print(f"\nUpgrade {PREVIOUS} -> {PINNED} of a virtual cluster with two API servers and nodes {sorted(before)}:"
+          f" {took:.0f}s; API: {poll.summary()}; Service through its NodePort: {web.summary()}; skew policy checked"
+          f" {skew.looks} times, {len(skew.violations)} violations; kubelets {before} -> {after}")
+    assert web.ok > 20 and poll.ok > 20 and skew.looks > 10, "the polls or the watcher did not run"
+    assert after == {node: (PINNED, False) for node in before}, after
+    assert available == 2
+    assert not skew.violations, skew.violations[:5]
+    assert (poll.failed, web.failed) == (0, 0), (poll.summary(), web.summary())
+    vcs.delete_vc(api, NS, name, timeout=600)
