@@ -4,8 +4,9 @@ from /proc while a benchmark step runs."""
 from __future__ import annotations
 
 import os
-import threading
 from pathlib import Path
+
+from tests.support.background import Repeating
 
 PROC = Path("/proc")
 
@@ -35,23 +36,12 @@ def tree_rss_bytes(pid: int) -> int:
     return total
 
 
-class PeakSampler:
+class PeakSampler(Repeating):
     """with PeakSampler(pid) as peak: ...; peak.bytes is the highest tree RSS seen every `interval` seconds."""
 
     def __init__(self, pid: int, interval: float = 0.5):
-        self.pid, self.interval, self.bytes = pid, interval, 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        super().__init__(interval)
+        self.pid, self.bytes = pid, 0
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.bytes = max(self.bytes, tree_rss_bytes(self.pid))
-            self._stop.wait(self.interval)
-
-    def __enter__(self) -> PeakSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
+    def step(self) -> None:
+        self.bytes = max(self.bytes, tree_rss_bytes(self.pid))

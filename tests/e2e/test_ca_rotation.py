@@ -14,9 +14,9 @@ the node is the same pod, never restarted.
 from __future__ import annotations
 
 import base64
+import itertools
 import subprocess
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -26,6 +26,7 @@ from kubernetes import client as k8s
 
 from tests.support import k8sbin, rotation
 from tests.support import virtualclusters as vcs
+from tests.support.background import Requests
 from tests.support.nodes import echo_on_node, kubelet_cert_issuer
 from tests.support.tenant_poller import TenantPoller
 
@@ -46,46 +47,31 @@ def operator(host_cluster, tmp_path_factory):
 TRUST_FAILURES = ("Unauthorized", "logged in", "unknown authority", "x509", "certificate verify")
 
 
-class Tools:
-    """`kubectl exec` and `kubectl logs` on one pod every `interval` seconds until stopped; counts what failed,
-    and separately what failed for trust."""
+class Tools(Requests):
+    """`kubectl exec` and `kubectl logs` on one pod in turn, one every `interval` seconds until stopped; counts what
+    failed, and separately what failed for trust."""
 
-    def __init__(self, kubeconfig: dict, pod: str, interval: float = 2.0):
+    def __init__(self, kubeconfig: dict, pod: str, interval: float = 1.0):
+        super().__init__(interval)
         self._file = Path(tempfile.mkstemp(suffix=".kubeconfig")[1])
         self._file.write_text(yaml.safe_dump(kubeconfig))
-        self._pod, self._interval = pod, interval
-        self.ok, self.failed, self.untrusted, self.reasons = 0, 0, 0, []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._calls = itertools.cycle([("exec", pod, "--", "/usr/local/bin/echo", "resolve", "localhost"),
+                                       ("logs", pod, "--tail=1")])
+        self.untrusted = 0
 
-    def _kubectl(self, *args: str) -> None:
+    def attempt(self) -> None:
+        args = next(self._calls)
         proc = subprocess.run([str(k8sbin.binary("kubectl")), "--kubeconfig", str(self._file), "--request-timeout=20s",
                                *args], capture_output=True, text=True, timeout=60, check=False)
         if proc.returncode != 0:
             raise RuntimeError(f"kubectl {args[0]}: {proc.stderr.strip()[:200]}")
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            for args in (("exec", self._pod, "--", "/usr/local/bin/echo", "resolve", "localhost"),
-                         ("logs", self._pod, "--tail=1")):
-                try:
-                    self._kubectl(*args)
-                except Exception as exc:  # a failure of either counts
-                    self.failed += 1
-                    self.untrusted += any(word in str(exc) for word in TRUST_FAILURES)
-                    if len(self.reasons) < 5:
-                        self.reasons.append(f"{type(exc).__name__}: {exc}"[:240])
-                else:
-                    self.ok += 1
-            self._stop.wait(self._interval)
-
-    def __enter__(self) -> Tools:
-        self._thread.start()
-        return self
+    def note_failure(self, exc: Exception) -> None:
+        self.untrusted += any(word in str(exc) for word in TRUST_FAILURES)
+        super().note_failure(exc)
 
     def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join(120)
+        super().__exit__(*exc)
         self._file.unlink(missing_ok=True)
 
     def summary(self) -> str:

@@ -10,13 +10,14 @@ machine's own disk.
 
 from __future__ import annotations
 
-import threading
+import itertools
 import time
 
 import pytest
 from kubernetes import client as k8s
 
 from tests.e2e.conftest import run_python
+from tests.support.background import Requests
 from tests.support.http import get_text
 from tests.support.nodes import (
     assert_back_in_host_clean,
@@ -145,44 +146,27 @@ def test_a_promoted_node_comes_back_ready_in_its_tenant_isolated_and_without_hos
     assert vc["status"]["nodesReady"] == "1/1", vc["status"]
 
 
-class TenantWriter:
+class TenantWriter(Requests):
     """Writes a ConfigMap into the tenant every 100 ms and remembers each write the API server acknowledged, the
-    failed ones, and the longest stretch without an acknowledged write (as monotonic start and end)."""
+    failed ones, and the longest stretch without an acknowledged write (longest_silence)."""
 
     def __init__(self, tenant):
+        super().__init__(0.1)
         self.core = k8s.CoreV1Api(tenant)
         self.acknowledged: list[str] = []
-        self.failed = 0
-        self.longest_gap = (0.0, 0.0)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._number = 0
 
-    def _run(self) -> None:
-        last_ok = time.monotonic()
-        number = 0
-        while not self._stop.is_set():
-            number += 1
-            name = f"w-{number:06d}"
-            try:
-                self.core.create_namespaced_config_map("default", {
-                    "metadata": {"name": name, "labels": {"kubenest-e2e": "reboot"}}}, _request_timeout=2)
-            except Exception:  # urllib3's errors are no OSError; every failure is a failed request
-                self.failed += 1
-            else:
-                self.acknowledged.append(name)
-                now = time.monotonic()
-                if now - last_ok > self.longest_gap[1] - self.longest_gap[0]:
-                    self.longest_gap = (last_ok, now)
-                last_ok = now
-            time.sleep(0.1)
+    def attempt(self) -> None:
+        self._number += 1
+        name = f"w-{self._number:06d}"
+        self.core.create_namespaced_config_map("default", {
+            "metadata": {"name": name, "labels": {"kubenest-e2e": "reboot"}}}, _request_timeout=2)
+        self.acknowledged.append(name)
 
-    def __enter__(self) -> TenantWriter:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join(30)
+    def longest_silence(self) -> tuple[float, float]:
+        """(start, end), as time.monotonic(), of the longest stretch without an acknowledged write."""
+        times = [self.started, *self.answered_at]
+        return max(itertools.pairwise(times), key=lambda pair: pair[1] - pair[0], default=(0.0, 0.0))
 
 
 def test_the_host_control_plane_machine_comes_back_with_the_tenant_control_plane_and_its_data(rebooting):
@@ -214,7 +198,7 @@ def test_the_host_control_plane_machine_comes_back_with_the_tenant_control_plane
     runs_during = len(set(runs.glob("run-*")) - runs_before)
     restarts = {name: _restarts(pod) for name, pod in
                 ((p.metadata.name, p) for p in k8s.CoreV1Api(api).list_namespaced_pod(NS).items)}
-    gap_from, gap_to = (t - started for t in writer.longest_gap)
+    gap_from, gap_to = (t - started for t in writer.longest_silence())
     print(f"\n{cp} rebooted: agent answering after {booted:.1f}s, no tenant write acknowledged from {gap_from:.1f}s "
           f"to {gap_to:.1f}s, the host and the VirtualCluster Ready after {settled:.1f}s; "
           f"{len(writer.acknowledged)} writes acknowledged, {writer.failed} failed, {len(lost)} lost; "

@@ -24,7 +24,6 @@ from __future__ import annotations
 import http.client
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -35,6 +34,7 @@ from sandbox.images.build_images import read_versions
 from sandbox.machines.machine import Machine
 from tests.support import k8sbin
 from tests.support import virtualclusters as vcs
+from tests.support.background import Repeating, Requests
 from tests.support.tenant_poller import TenantPoller
 
 pytestmark = pytest.mark.long
@@ -92,17 +92,16 @@ def operator(host_cluster, previous_images, tmp_path_factory):
         yield sb, api, proc
 
 
-class SkewWatcher:
+class SkewWatcher(Repeating):
     """Lists the control plane's pods every 0.5 s; notes each moment a controller-manager or scheduler pod runs a
     newer minor than an API server pod of the same virtual cluster (the version-skew policy forbids it). A pod
     being deleted is left out: it has left its Service, through which the controllers reach their API server."""
 
     def __init__(self, api, name: str, tenant=None):
+        super().__init__(0.5)
         self._core, self._name = k8s.CoreV1Api(api), name
         self._tenant = k8s.CoreV1Api(tenant) if tenant is not None else None
         self.looks, self.violations, self.seen = 0, [], set()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _look(self) -> None:
         pods = self._core.list_namespaced_pod(NS, label_selector=f"kosmos.io/virtualcluster={self._name}").items
@@ -125,22 +124,12 @@ class SkewWatcher:
             if versions.get(component) and max(versions[component]) > oldest_apiserver:
                 self.violations.append((component, max(versions[component]), oldest_apiserver))
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self._look()
-                self.looks += 1
-            except Exception:  # a failed list is not a finding; the next look counts
-                pass
-            self._stop.wait(0.5)
-
-    def __enter__(self) -> SkewWatcher:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join(30)
+    def step(self) -> None:
+        try:
+            self._look()
+            self.looks += 1
+        except Exception:  # a failed list is not a finding; the next look counts
+            pass
 
 
 def _upgraded(api, name: str):
@@ -152,6 +141,16 @@ def _upgraded(api, name: str):
     return done
 
 
+def _move_to_pin(api, name: str) -> None:
+    """Asks for the pinned version and waits until the virtual cluster runs it and is Ready; what measures meanwhile
+    gets two seconds before and after."""
+    time.sleep(2)
+    k8s.CustomObjectsApi(api).patch_namespaced_custom_object(
+        vcs.GROUP, vcs.VERSION, NS, vcs.PLURAL, name, {"spec": {"kubernetesVersion": PINNED}})
+    vcs.wait_for(_upgraded(api, name), STEP_TIMEOUT, f"{name} upgraded to {PINNED}", interval=2)
+    time.sleep(2)
+
+
 def _upgrade(api, name: str) -> tuple[float, TenantPoller, SkewWatcher, str]:
     vc = vcs.get_vc(api, NS, name)
     tenant, kubeconfig = vcs.tenant_client(vc, api)
@@ -160,11 +159,7 @@ def _upgrade(api, name: str) -> tuple[float, TenantPoller, SkewWatcher, str]:
         "default", k8s.V1ConfigMap(metadata=k8s.V1ObjectMeta(name="kept"), data={"written": before}))
     started = time.monotonic()
     with TenantPoller(kubeconfig) as poll, SkewWatcher(api, name) as skew:
-        time.sleep(2)
-        k8s.CustomObjectsApi(api).patch_namespaced_custom_object(
-            vcs.GROUP, vcs.VERSION, NS, vcs.PLURAL, name, {"spec": {"kubernetesVersion": PINNED}})
-        vcs.wait_for(_upgraded(api, name), STEP_TIMEOUT, f"{name} upgraded to {PINNED}", interval=2)
-        time.sleep(2)
+        _move_to_pin(api, name)
     took = time.monotonic() - started
     after = k8s.VersionApi(tenant).get_code().git_version
     kept = k8s.CoreV1Api(tenant).read_namespaced_config_map("kept", "default").data
@@ -204,47 +199,34 @@ def test_a_tenant_moves_one_minor_up_without_a_failed_request(operator):
         vcs.delete_vc(api, NS, name, timeout=600)
 
 
-class ServicePoller:
+class ServicePoller(Requests):
     """GET / of a tenant Service through its NodePort every 100 ms, on each node in turn (a connection per request,
     no retries); counts what failed."""
 
+    kept_reasons = 12
+
     def __init__(self, addresses: list[str], port: int, interval: float = 0.1, timeout: float = 2.0):
-        self._addresses, self._port, self._interval, self._timeout = addresses, port, interval, timeout
-        self.ok, self.failed, self.reasons = 0, 0, []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        super().__init__(interval)
+        self._addresses, self._port, self._timeout = addresses, port, timeout
+        self._turn = 0
 
-    def _run(self) -> None:
-        turn = 0
-        while not self._stop.is_set():
-            address = self._addresses[turn % len(self._addresses)]
-            turn += 1
-            connection = http.client.HTTPConnection(address, self._port, timeout=self._timeout)
-            try:
-                connection.request("GET", "/", headers={"Connection": "close"})
-                status = connection.getresponse().status
-                if status != 200:
-                    raise RuntimeError(f"HTTP {status}")
-                self.ok += 1
-            except Exception as exc:  # every failure counts, whatever its kind
-                self.failed += 1
-                if len(self.reasons) < 12:
-                    self.reasons.append(f"{time.strftime('%H:%M:%S')} {address}: {type(exc).__name__}: {exc}"[:200])
-            finally:
-                connection.close()
-            self._stop.wait(self._interval)
+    def attempt(self) -> None:
+        address = self._addresses[self._turn % len(self._addresses)]
+        self._turn += 1
+        connection = http.client.HTTPConnection(address, self._port, timeout=self._timeout)
+        try:
+            connection.request("GET", "/", headers={"Connection": "close"})
+            status = connection.getresponse().status
+            if status != 200:
+                raise RuntimeError(f"HTTP {status}")
+        except Exception as exc:
+            raise RuntimeError(f"{time.strftime('%H:%M:%S')} {address}: {type(exc).__name__}: {exc}") from exc
+        finally:
+            connection.close()
 
-    def __enter__(self) -> ServicePoller:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join(30)
-
-    def summary(self) -> str:
-        return (f"{self.failed} of {self.ok + self.failed} requests failed"
-                + (f" ({'; '.join(self.reasons)})" if self.reasons else ""))
+    def note_failure(self, exc: Exception) -> None:
+        if len(self.reasons) < self.kept_reasons:
+            self.reasons.append(str(exc)[:200])
 
 
 def _web(tenant, name: str) -> int:
@@ -252,19 +234,18 @@ def _web(tenant, name: str) -> int:
     PodDisruptionBudget that keeps one, and a NodePort Service; returns the node port once both pods are
     available."""
     labels = {"app": name}
+    apart = {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"}]}
+    container = {"name": "echo", "image": "kubenest.local/echo:1.0", "ports": [{"containerPort": 8080}],
+                 # As a workload that means to lose no request does: an evicted pod serves until its endpoint has
+                 # left every node's Service rules.
+                 "lifecycle": {"preStop": {"sleep": {"seconds": 5}}},
+                 "readinessProbe": {"httpGet": {"path": "/", "port": 8080}, "periodSeconds": 1}}
     k8s.AppsV1Api(tenant).create_namespaced_deployment("default", {
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
         "spec": {"replicas": 2, "selector": {"matchLabels": labels}, "template": {
             "metadata": {"labels": labels},
-            "spec": {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-                         {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"}]}},
-                     "containers": [{"name": "echo", "image": "kubenest.local/echo:1.0",
-                                     "ports": [{"containerPort": 8080}],
-                                     # As a workload that means to lose no request does: an evicted pod serves
-                                     # until its endpoint has left every node's Service rules.
-                                     "lifecycle": {"preStop": {"sleep": {"seconds": 5}}},
-                                     "readinessProbe": {"httpGet": {"path": "/", "port": 8080},
-                                                        "periodSeconds": 1}}]}}}})
+            "spec": {"affinity": {"podAntiAffinity": apart}, "containers": [container]}}}})
     k8s.PolicyV1Api(tenant).create_namespaced_pod_disruption_budget("default", {
         "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name},
         "spec": {"minAvailable": 1, "selector": {"matchLabels": labels}}})
@@ -298,11 +279,7 @@ def test_nodes_move_to_the_new_kubelet_one_at_a_time_and_a_service_keeps_answeri
     started = time.monotonic()
     with TenantPoller(kubeconfig) as poll, ServicePoller(addresses, port) as web, \
             SkewWatcher(api, name, tenant) as skew:
-        time.sleep(2)
-        k8s.CustomObjectsApi(api).patch_namespaced_custom_object(
-            vcs.GROUP, vcs.VERSION, NS, vcs.PLURAL, name, {"spec": {"kubernetesVersion": PINNED}})
-        vcs.wait_for(_upgraded(api, name), STEP_TIMEOUT, f"{name} upgraded to {PINNED}", interval=2)
-        time.sleep(2)
+        _move_to_pin(api, name)
     took = time.monotonic() - started
     after = _kubelets(tenant)
     available = k8s.AppsV1Api(tenant).read_namespaced_deployment("web", "default").status.available_replicas

@@ -12,10 +12,10 @@ import http.client
 import json
 import ssl
 import tempfile
-import threading
-import time
 import urllib.parse
 from pathlib import Path
+
+from tests.support.background import Requests
 
 PATH = "/api/v1/namespaces/default"
 
@@ -34,25 +34,18 @@ def tls_context(kubeconfig: dict) -> tuple[str, ssl.SSLContext]:
     return cluster["server"], context
 
 
-class TenantPoller:
+class TenantPoller(Requests):
     """Reads `PATH` every `interval` seconds until stopped; ok, failed (with the first few reasons), the longest
     stretch without an answer in seconds, and when (time.monotonic) it started, each answer came and it stopped."""
 
     def __init__(self, kubeconfig: dict, interval: float = 0.1, timeout: float = 2.0):
+        super().__init__(interval)
         server, self._context = tls_context(kubeconfig)
         url = urllib.parse.urlsplit(server)
         self._host, self._port = url.hostname, url.port or 443
-        self._interval, self._timeout = interval, timeout
-        self.ok = 0
-        self.failed = 0
-        self.reasons: list[str] = []
-        self.longest_gap = 0.0
-        self.answered_at: list[float] = []
-        self.started = self.stopped = 0.0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._timeout = timeout
 
-    def _once(self) -> None:
+    def attempt(self) -> None:
         connection = http.client.HTTPSConnection(self._host, self._port, context=self._context,
                                                  timeout=self._timeout)
         try:
@@ -63,34 +56,3 @@ class TenantPoller:
                 raise RuntimeError(f"HTTP {response.status}: {body[:120]!r}")
         finally:
             connection.close()
-
-    def _run(self) -> None:
-        last_ok = time.monotonic()
-        while not self._stop.is_set():
-            try:
-                self._once()
-            except Exception as exc:  # every way a request fails counts: refused, reset, timeout, HTTP error
-                self.failed += 1
-                if len(self.reasons) < 5:
-                    self.reasons.append(f"{type(exc).__name__}: {exc}"[:200])
-            else:
-                self.ok += 1
-                now = time.monotonic()
-                self.answered_at.append(now)
-                self.longest_gap = max(self.longest_gap, now - last_ok)
-                last_ok = now
-            self._stop.wait(self._interval)
-
-    def __enter__(self) -> TenantPoller:
-        self.started = time.monotonic()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join(30)
-        self.stopped = time.monotonic()
-
-    def summary(self) -> str:
-        return (f"{self.failed} of {self.ok + self.failed} requests failed, longest gap {self.longest_gap:.1f}s"
-                + (f" ({'; '.join(self.reasons)})" if self.reasons else ""))
