@@ -16,6 +16,9 @@ Its upgrade moves the control plane first, then each node in turn (drained, its 
 cordoned no longer), while a Service with a pod on each node and a PodDisruptionBudget is polled through its
 NodePort on both nodes every 100 ms: no request fails, and no kubelet is ever newer than an API server.
 
+A fourth is asked for a version whose images do not exist: its API server goes back to the version that ran, the
+tenant answering throughout, and its status names what went back; the spec set back makes it Ready again.
+
 Long (`make test-long`): the previous minor's build takes minutes on a fresh machine.
 """
 
@@ -42,6 +45,8 @@ pytestmark = pytest.mark.long
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VERSIONS = read_versions(REPO_ROOT / "versions.env")
 PREVIOUS, PINNED = VERSIONS["KUBERNETES_PREVIOUS_VERSION"], VERSIONS["KUBERNETES_VERSION"]
+# Listed as available to the operator, with no images anywhere: its pods cannot start.
+UNRUNNABLE = PINNED.rsplit(".", 1)[0] + ".99"
 NS = "kubenest-e2e-upgrade"
 WORKERS = ("kn-w1", "kn-w2", "kn-w3")
 STEP_TIMEOUT = 900
@@ -82,7 +87,7 @@ def operator(host_cluster, previous_images, tmp_path_factory):
     sb, api = host_cluster
     # The previous minor's kubelet, where sandbox/k8s/build.sh puts it.
     bin_dir = k8sbin.cache_dir() / "k8s" / f"{PREVIOUS}-etcd-{VERSIONS['ETCD_VERSION']}" / "bin"
-    site = {"kubenest_kubernetes_versions": [PREVIOUS, PINNED],
+    site = {"kubenest_kubernetes_versions": [PREVIOUS, PINNED, UNRUNNABLE],
             "kubenest_kubelet_binaries": {PREVIOUS: str(bin_dir / "kubelet")},
             # Stand-in for a registry that serves both releases' images: promoted nodes keep the previous minor's
             # kube-proxy imported above instead of having every image but the pin's catalog wiped.
@@ -291,4 +296,43 @@ def test_nodes_move_to_the_new_kubelet_one_at_a_time_and_a_service_keeps_answeri
     assert available == 2
     assert not skew.violations, skew.violations[:5]
     assert (poll.failed, web.failed) == (0, 0), (poll.summary(), web.summary())
+    vcs.delete_vc(api, NS, name, timeout=600)
+
+
+def test_a_version_that_cannot_run_goes_back_and_the_status_says_which(operator):
+    _sb, api, _proc = operator
+    name = "back"
+    vcs.create_vc(api, NS, name, {"kubernetesVersion": PREVIOUS})
+    vc = vcs.wait_ready(api, NS, name, timeout=STEP_TIMEOUT)
+    tenant, kubeconfig = vcs.tenant_client(vc, api)
+
+    def rolled_back():
+        vc = vcs.get_vc(api, NS, name)
+        return vc if vcs.condition(vc, "Ready").get("reason") == "UpgradeRolledBack" else None
+
+    started = time.monotonic()
+    with TenantPoller(kubeconfig) as poll:
+        time.sleep(2)
+        k8s.CustomObjectsApi(api).patch_namespaced_custom_object(
+            vcs.GROUP, vcs.VERSION, NS, vcs.PLURAL, name, {"spec": {"kubernetesVersion": UNRUNNABLE}})
+        vc = vcs.wait_for(rolled_back, STEP_TIMEOUT, f"{name} back on {PREVIOUS}", interval=2)
+        time.sleep(2)
+    took = time.monotonic() - started
+    ready = vcs.condition(vc, "Ready")
+    images = sorted({container.image for deployment in k8s.AppsV1Api(api).list_namespaced_deployment(
+        NS, label_selector=f"kosmos.io/virtualcluster={name}").items
+        for container in deployment.spec.template.spec.containers if "kube-" in container.image})
+    answers = k8s.VersionApi(tenant).get_code().git_version
+    print(f"\nAsked for {UNRUNNABLE} (no images), one API server: back in {took:.0f}s; API: {poll.summary()};"
+          f" Ready={ready.get('status')} {ready.get('reason')}: {ready.get('message')}; images {images}")
+    assert ready.get("status") == "False" and "apiserver" in ready.get("message", "")
+    assert UNRUNNABLE in ready["message"] and PREVIOUS in ready["message"], ready
+    assert images and all(image.endswith(":" + PREVIOUS) for image in images), images
+    assert answers == PREVIOUS and vc["status"]["kubernetesVersion"] == PREVIOUS
+    assert poll.ok > 20 and poll.failed == 0, poll.summary()
+
+    # Asked back, it is Ready again.
+    k8s.CustomObjectsApi(api).patch_namespaced_custom_object(
+        vcs.GROUP, vcs.VERSION, NS, vcs.PLURAL, name, {"spec": {"kubernetesVersion": PREVIOUS}})
+    vcs.wait_ready(api, NS, name, timeout=STEP_TIMEOUT)
     vcs.delete_vc(api, NS, name, timeout=600)
