@@ -499,25 +499,40 @@ def test_three_etcd_members_keep_the_tenant_serving_while_one_is_gone(operator):
     assert len({c.spec.volume_name for c in claims}) == 3  # a volume of its own for each member
     # Several members: only ready ones take the API server's connections.
     assert not core.read_namespaced_service("trio-etcd", NS).spec.publish_not_ready_addresses
-    tenant, _config = tenant_client(trio, api)
+    tenant, config = tenant_client(trio, api)
     tenant_core = k8s.CoreV1Api(tenant)
     tenant_core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name="team-b")))
+
+    def member_back(name: str, gone: str):
+        def back():
+            try:
+                pod = core.read_namespaced_pod(name, NS)
+            except ApiException as exc:
+                if exc.status == 404:  # the StatefulSet controller has not made the new pod yet
+                    return False
+                raise
+            ready = any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
+            return pod.metadata.uid != gone and ready
+
+        wait_for(back, 300, f"{name} to rejoin")
+
+    # Members stopping one at a time, as a roll stops them (a CA rotation, an upgrade): the tenant's API answers
+    # every request meanwhile. A member finishing its stop holds the API server's requests on it for a moment (as
+    # in tests/e2e/test_ca_rotation.py): each waits up to 10 s, and the slowest answer is printed.
+    with TenantPoller(config, timeout=10) as rolled:
+        for member in ("trio-etcd-2", "trio-etcd-1", "trio-etcd-0"):
+            gone = core.read_namespaced_pod(member, NS).metadata.uid
+            core.delete_namespaced_pod(member, NS)
+            member_back(member, gone)
+    print(f"\nthree etcd members stopped and back one at a time: {rolled.summary()}")
+    assert rolled.ok > 20 and rolled.failed == 0, rolled.summary()
+
+    # A member lost outright: the other two are a quorum.
     gone = core.read_namespaced_pod("trio-etcd-1", NS).metadata.uid
     core.delete_namespaced_pod("trio-etcd-1", NS, grace_period_seconds=0)
     tenant_write(tenant_core, "team-b", "written-by-two", {"quorum": "2 of 3"}, 60,
                  "the tenant API to write with two members")
-
-    def member_back():
-        try:
-            pod = core.read_namespaced_pod("trio-etcd-1", NS)
-        except ApiException as exc:
-            if exc.status == 404:  # the StatefulSet controller has not made the new pod yet
-                return False
-            raise
-        ready = any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
-        return pod.metadata.uid != gone and ready
-
-    wait_for(member_back, 300, "trio-etcd-1 to rejoin")
+    member_back("trio-etcd-1", gone)
     assert tenant_core.read_namespaced_config_map("written-by-two", "team-b").data == {"quorum": "2 of 3"}
     wait_ready(api, NS, "trio")
     delete_vc(api, NS, "trio")

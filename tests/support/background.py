@@ -38,38 +38,44 @@ class Repeating:
 
 class Requests(Repeating):
     """A Repeating whose step is one request, `attempt()`: counts what answered and what failed, keeping the first
-    few reasons and the longest stretch without an answer (seconds)."""
+    few reasons, the longest stretch without an answer and the slowest answer (seconds)."""
 
     kept_reasons = 5
 
     def __init__(self, interval: float):
         super().__init__(interval)
         self.ok, self.failed, self.reasons = 0, 0, []
-        self.longest_gap = 0.0
+        self.longest_gap = self.slowest = 0.0
         self.answered_at: list[float] = []
+        self.failed_at: list[float] = []
         self._last_ok = 0.0
 
     def attempt(self) -> None:
         raise NotImplementedError
 
     def note_failure(self, exc: Exception) -> None:
-        """Called for each failed attempt, after it is counted: keeps the first few reasons."""
+        """Called for each failed attempt, after it is counted: keeps the first few reasons, each with the time it
+        came, in seconds after the start, to be set beside the logs of what was going on."""
         if len(self.reasons) < self.kept_reasons:
-            self.reasons.append(f"{type(exc).__name__}: {exc}"[:240])
+            self.reasons.append(f"{self.failed_at[-1] - self.started:.1f}s {type(exc).__name__}: {exc}"[:240])
 
     def step(self) -> None:
+        asked = time.monotonic()
         try:
             self.attempt()
         except Exception as exc:  # every way a request fails counts: refused, reset, timeout, an error answer
             self.failed += 1
+            self.failed_at.append(time.monotonic())
             self.note_failure(exc)
         else:
             self.ok += 1
             now = time.monotonic()
+            self.slowest = max(self.slowest, now - asked)
             self.answered_at.append(now)
             self.longest_gap = max(self.longest_gap, now - (self._last_ok or self.started))
             self._last_ok = now
 
     def summary(self) -> str:
-        return (f"{self.failed} of {self.ok + self.failed} requests failed, longest gap {self.longest_gap:.1f}s"
+        return (f"{self.failed} of {self.ok + self.failed} requests failed, longest gap {self.longest_gap:.1f}s,"
+                f" slowest answer {self.slowest:.1f}s"
                 + (f" ({'; '.join(self.reasons)})" if self.reasons else ""))

@@ -36,7 +36,9 @@ def tls_context(kubeconfig: dict) -> tuple[str, ssl.SSLContext]:
 
 class TenantPoller(Requests):
     """Reads `PATH` every `interval` seconds until stopped; ok, failed (with the first few reasons), the longest
-    stretch without an answer in seconds, and when (time.monotonic) it started, each answer came and it stopped."""
+    stretch without an answer in seconds, and when (time.monotonic) it started, each answer came and it stopped.
+    A request not answered within `timeout` seconds counts as failed: short where a lost answer should be noticed
+    at once, as long as a user's client would wait where an answer that comes late still serves."""
 
     def __init__(self, kubeconfig: dict, interval: float = 0.1, timeout: float = 2.0):
         super().__init__(interval)
