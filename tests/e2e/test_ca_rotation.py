@@ -5,7 +5,7 @@ completed (the old CAs and service-account key gone).
 
 Throughout, a client polls the tenant's API every 100 ms (a connection per request, no retries): with the
 kubeconfig taken before the rotation while it is prepared, then with the one fetched again while it completes, as
-docs/ca-rotation.md tells users to: none fails. Each request waits up to ANSWER_TIMEOUT for its answer (kubectl and
+docs/ca-rotation.md tells users to: none fails. Each request waits up to USER_TIMEOUT for its answer (kubectl and
 client-go wait without a limit): an etcd member that finishes stopping, its watches drained some 8 s after it was
 told to, holds the API server's requests on it for a moment. The slowest answer is printed. Every second, in turn,
 `kubectl exec` or `kubectl logs` reaches a pod on the promoted node (through the Konnectivity tunnel and the node's
@@ -30,13 +30,11 @@ from tests.support import k8sbin, rotation
 from tests.support import virtualclusters as vcs
 from tests.support.background import Requests
 from tests.support.nodes import echo_on_node, kubelet_cert_issuer
-from tests.support.tenant_poller import TenantPoller
+from tests.support.tenant_poller import USER_TIMEOUT, TenantPoller
 
 NS, NAME = "kubenest-e2e-rotation", "rot"
 WORKERS = ("kn-w1", "kn-w2", "kn-w3")
 STEP_TIMEOUT = 900
-# Seconds a poll waits for its answer before it counts as failed.
-ANSWER_TIMEOUT = 10
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +117,7 @@ def test_every_ca_rotates_without_a_failed_request_and_the_node_and_its_pods_sta
     assert len(_cas(api)) == 1
 
     started = time.monotonic()
-    with TenantPoller(before, timeout=ANSWER_TIMEOUT) as prepared_poll, \
+    with TenantPoller(before, timeout=USER_TIMEOUT) as prepared_poll, \
             Tools(before, pod.metadata.name) as prepared_tools:
         time.sleep(2)
         _ask(api, {"id": "r1"})
@@ -133,7 +131,7 @@ def test_every_ca_rotates_without_a_failed_request_and_the_node_and_its_pods_sta
     # As users are told: fetch the kubeconfig again, then complete.
     tenant, after = vcs.tenant_client(vc, api)
     started = time.monotonic()
-    with TenantPoller(after, timeout=ANSWER_TIMEOUT) as completed_poll, \
+    with TenantPoller(after, timeout=USER_TIMEOUT) as completed_poll, \
             Tools(after, pod.metadata.name) as completed_tools:
         time.sleep(2)
         _ask(api, {"id": "r1", "complete": True})

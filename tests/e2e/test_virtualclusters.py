@@ -28,7 +28,7 @@ from tests.support import rotation
 from tests.support.http import json_request
 from tests.support.jwt_issuer import JwtIssuer
 from tests.support.k8sbin import versions as pinned_versions
-from tests.support.tenant_poller import TenantPoller
+from tests.support.tenant_poller import USER_TIMEOUT, TenantPoller
 from tests.support.virtualclusters import (
     REPO_ROOT,
     condition,
@@ -518,8 +518,8 @@ def test_three_etcd_members_keep_the_tenant_serving_while_one_is_gone(operator):
 
     # Members stopping one at a time, as a roll stops them (a CA rotation, an upgrade): the tenant's API answers
     # every request meanwhile. A member finishing its stop holds the API server's requests on it for a moment (as
-    # in tests/e2e/test_ca_rotation.py): each waits up to 10 s, and the slowest answer is printed.
-    with TenantPoller(config, timeout=10) as rolled:
+    # in tests/e2e/test_ca_rotation.py): each waits as a user's client would, and the slowest answer is printed.
+    with TenantPoller(config, timeout=USER_TIMEOUT) as rolled:
         for member in ("trio-etcd-2", "trio-etcd-1", "trio-etcd-0"):
             gone = core.read_namespaced_pod(member, NS).metadata.uid
             core.delete_namespaced_pod(member, NS)

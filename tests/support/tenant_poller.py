@@ -18,6 +18,9 @@ from pathlib import Path
 from tests.support.background import Requests
 
 PATH = "/api/v1/namespaces/default"
+# Seconds a request may take to count as answered where a late answer still serves, as it does a user: kubectl and
+# client-go wait without a limit.
+USER_TIMEOUT = 10.0
 
 
 def tls_context(kubeconfig: dict) -> tuple[str, ssl.SSLContext]:
