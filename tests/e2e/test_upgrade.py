@@ -311,13 +311,9 @@ def test_nodes_move_to_the_new_kubelet_one_at_a_time_and_a_service_keeps_answeri
     vcs.delete_vc(api, NS, name, timeout=600)
 
 
-def test_a_version_that_cannot_run_goes_back_and_the_status_says_which(operator):
-    _sb, api, _proc = operator
-    name = "back"
-    vcs.create_vc(api, NS, name, {"kubernetesVersion": PREVIOUS})
-    vc = vcs.wait_ready(api, NS, name, timeout=STEP_TIMEOUT)
-    tenant, kubeconfig = vcs.tenant_client(vc, api)
-
+def _ask_and_see_it_go_back(api, name: str, kubeconfig: dict, version: str, what: str):
+    """Asks for `version` while the tenant's API is polled and waits until the run says it went back
+    (UpgradeRolledBack); returns the VirtualCluster, the seconds it took and the poll."""
     def rolled_back():
         vc = vcs.get_vc(api, NS, name)
         return vc if vcs.condition(vc, "Ready").get("reason") == "UpgradeRolledBack" else None
@@ -326,10 +322,20 @@ def test_a_version_that_cannot_run_goes_back_and_the_status_says_which(operator)
     with TenantPoller(kubeconfig) as poll:
         time.sleep(2)
         k8s.CustomObjectsApi(api).patch_namespaced_custom_object(
-            vcs.GROUP, vcs.VERSION, NS, vcs.PLURAL, name, {"spec": {"kubernetesVersion": UNRUNNABLE}})
-        vc = vcs.wait_for(rolled_back, STEP_TIMEOUT, f"{name} back on {PREVIOUS}", interval=2)
+            vcs.GROUP, vcs.VERSION, NS, vcs.PLURAL, name, {"spec": {"kubernetesVersion": version}})
+        vc = vcs.wait_for(rolled_back, STEP_TIMEOUT, what, interval=2)
         time.sleep(2)
-    took = time.monotonic() - started
+    return vc, time.monotonic() - started, poll
+
+
+def test_a_version_that_cannot_run_goes_back_and_the_status_says_which(operator):
+    _sb, api, _proc = operator
+    name = "back"
+    vcs.create_vc(api, NS, name, {"kubernetesVersion": PREVIOUS})
+    vc = vcs.wait_ready(api, NS, name, timeout=STEP_TIMEOUT)
+    tenant, kubeconfig = vcs.tenant_client(vc, api)
+
+    vc, took, poll = _ask_and_see_it_go_back(api, name, kubeconfig, UNRUNNABLE, f"{name} back on {PREVIOUS}")
     ready = vcs.condition(vc, "Ready")
     images = sorted({container.image for deployment in k8s.AppsV1Api(api).list_namespaced_deployment(
         NS, label_selector=f"kosmos.io/virtualcluster={name}").items
@@ -376,18 +382,8 @@ def test_a_kubelet_that_cannot_start_at_the_new_version_goes_back_and_the_status
     try:
         host_kubelet.write_text(BROKEN_KUBELET)
         host_kubelet.chmod(0o755)
-
-        def rolled_back():
-            vc = vcs.get_vc(api, NS, name)
-            return vc if vcs.condition(vc, "Ready").get("reason") == "UpgradeRolledBack" else None
-
-        started = time.monotonic()
-        with TenantPoller(kubeconfig) as poll:
-            time.sleep(2)
-            k8s.CustomObjectsApi(api).patch_namespaced_custom_object(
-                vcs.GROUP, vcs.VERSION, NS, vcs.PLURAL, name, {"spec": {"kubernetesVersion": PINNED}})
-            vc = vcs.wait_for(rolled_back, STEP_TIMEOUT, f"the kubelet of {node} back on {PREVIOUS}", interval=2)
-        took = time.monotonic() - started
+        vc, took, poll = _ask_and_see_it_go_back(api, name, kubeconfig, PINNED,
+                                                 f"the kubelet of {node} back on {PREVIOUS}")
         ready = vcs.condition(vc, "Ready")
         after = _kubelets(tenant)
         answers = k8s.VersionApi(tenant).get_code().git_version
