@@ -246,7 +246,8 @@ def run_windows(log: str) -> list[tuple[datetime.datetime, datetime.datetime]]:
 
 def test_max_parallel_queues_runs(kube, operators):
     ns = kube.new_namespace(sleep=1)
-    operator = operators.start("operator", "--namespace", ns, "--max-parallel", "1")
+    # No look meanwhile, as in the runner-slot test below.
+    operator = operators.start("operator", "--namespace", ns, "--max-parallel", "1", "--resync-interval", "3600")
     kube.create_vc(ns, "kappa", {})
     kube.create_vc(ns, "lambda", {})
     queued = set()
@@ -302,7 +303,7 @@ def test_with_spec_kubeconfig_it_is_written_and_restored_when_changed(kube, oper
 def test_one_namespace_cannot_hold_every_runner_slot(kube, operators):
     busy, other = kube.new_namespace("busy", sleep=2), kube.new_namespace("other", sleep=2)
     # No look meanwhile: it would find the stand-in's endpoint silent and take a Completed one out of Ready while
-    # the others still run, on a machine slow enough for the three runs to take longer than one resync interval.
+    # the others still run, on a machine slow enough for the runs to take longer than one resync interval.
     operator = operators.start("operator", "--namespace", busy, other, "--max-parallel", "2",
                                "--max-parallel-per-namespace", "1", "--resync-interval", "3600")
     kube.create_vc(busy, "xi", {})
