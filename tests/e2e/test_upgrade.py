@@ -268,6 +268,17 @@ def _web(tenant, name: str) -> int:
     return service.spec.ports[0].node_port
 
 
+def _answers(address: str, port: int) -> bool:
+    connection = http.client.HTTPConnection(address, port, timeout=2)
+    try:
+        connection.request("GET", "/", headers={"Connection": "close"})
+        return connection.getresponse().status == 200
+    except OSError:
+        return False
+    finally:
+        connection.close()
+
+
 def _kubelets(tenant) -> dict[str, tuple[str, bool]]:
     return {node.metadata.name: (node.status.node_info.kubelet_version, bool(node.spec.unschedulable))
             for node in k8s.CoreV1Api(tenant).list_node().items}
@@ -287,6 +298,10 @@ def test_nodes_move_to_the_new_kubelet_one_at_a_time_and_a_service_keeps_answeri
     port = _web(tenant, "web")
     addresses = [address.address for node in k8s.CoreV1Api(tenant).list_node().items
                  for address in node.status.addresses if address.type == "InternalIP"]
+    # As a user would before counting on it: the new Service answers at its NodePort on every node (each node's
+    # kube-proxy writes its rules in its own time).
+    vcs.wait_for(lambda: all(_answers(address, port) for address in addresses), 60,
+                 f"Service web at port {port} on {addresses}", interval=0.5)
 
     started = time.monotonic()
     with TenantPoller(kubeconfig) as poll, ServicePoller(addresses, port) as web, \
