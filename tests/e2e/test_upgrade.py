@@ -291,39 +291,42 @@ def test_nodes_move_to_the_new_kubelet_one_at_a_time_and_a_service_keeps_answeri
     workers = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": list(WORKERS)}]}
     vcs.create_vc(api, NS, name, {"kubernetesVersion": PREVIOUS, "apiServerReplicas": replicas,
                                   "promotePolicies": [{"labelSelector": workers, "nodeCount": 2}]})
-    vc = vcs.wait_ready(api, NS, name, timeout=STEP_TIMEOUT)
-    tenant, kubeconfig = vcs.tenant_client(vc, api)
-    before = _kubelets(tenant)
-    assert len(before) == 2 and {version for version, _cordoned in before.values()} == {PREVIOUS}, before
-    port = _web(tenant, "web")
-    addresses = [address.address for node in k8s.CoreV1Api(tenant).list_node().items
-                 for address in node.status.addresses if address.type == "InternalIP"]
-    # As a user would before counting on it: the new Service answers at its NodePort on every node (each node's
-    # kube-proxy writes its rules in its own time).
-    vcs.wait_for(lambda: all(_answers(address, port) for address in addresses), 60,
-                 f"Service web at port {port} on {addresses}", interval=0.5)
+    # The workers go back whatever the outcome: the next test needs two of them.
+    try:
+        vc = vcs.wait_ready(api, NS, name, timeout=STEP_TIMEOUT)
+        tenant, kubeconfig = vcs.tenant_client(vc, api)
+        before = _kubelets(tenant)
+        assert len(before) == 2 and {version for version, _cordoned in before.values()} == {PREVIOUS}, before
+        port = _web(tenant, "web")
+        addresses = [address.address for node in k8s.CoreV1Api(tenant).list_node().items
+                     for address in node.status.addresses if address.type == "InternalIP"]
+        # As a user would before counting on it: the new Service answers at its NodePort on every node (each node's
+        # kube-proxy writes its rules in its own time).
+        vcs.wait_for(lambda: all(_answers(address, port) for address in addresses), 60,
+                     f"Service web at port {port} on {addresses}", interval=0.5)
 
-    started = time.monotonic()
-    with TenantPoller(kubeconfig) as poll, ServicePoller(addresses, port) as web, \
-            SkewWatcher(api, name, tenant) as skew:
-        _move_to_pin(api, name)
-    took = time.monotonic() - started
-    after = _kubelets(tenant)
-    available = k8s.AppsV1Api(tenant).read_namespaced_deployment("web", "default").status.available_replicas
-    print(f"\nUpgrade {PREVIOUS} -> {PINNED} of a virtual cluster with {replicas} API server(s) and nodes"
-          f" {sorted(before)}:"
-          f" {took:.0f}s; API: {poll.summary()}; Service through its NodePort: {web.summary()}; skew policy checked"
-          f" {skew.looks} times, {len(skew.violations)} violations; kubelets {before} -> {after}")
-    assert web.ok > 20 and poll.ok > 20 and skew.looks > 10, "the polls or the watcher did not run"
-    assert after == {node: (PINNED, False) for node in before}, after
-    assert available == 2
-    assert not skew.violations, skew.violations[:5]
-    # The Service's path does not go through the API server; with one API server, the tenant's API is away while
-    # its pod is replaced, and that count is printed.
-    assert web.failed == 0, web.summary()
-    if replicas > 1:
-        assert poll.failed == 0, poll.summary()
-    vcs.delete_vc(api, NS, name, timeout=600)
+        started = time.monotonic()
+        with TenantPoller(kubeconfig) as poll, ServicePoller(addresses, port) as web, \
+                SkewWatcher(api, name, tenant) as skew:
+            _move_to_pin(api, name)
+        took = time.monotonic() - started
+        after = _kubelets(tenant)
+        available = k8s.AppsV1Api(tenant).read_namespaced_deployment("web", "default").status.available_replicas
+        print(f"\nUpgrade {PREVIOUS} -> {PINNED} of a virtual cluster with {replicas} API server(s) and nodes"
+              f" {sorted(before)}:"
+              f" {took:.0f}s; API: {poll.summary()}; Service through its NodePort: {web.summary()}; skew policy checked"
+              f" {skew.looks} times, {len(skew.violations)} violations; kubelets {before} -> {after}")
+        assert web.ok > 20 and poll.ok > 20 and skew.looks > 10, "the polls or the watcher did not run"
+        assert after == {node: (PINNED, False) for node in before}, after
+        assert available == 2
+        assert not skew.violations, skew.violations[:5]
+        # The Service's path does not go through the API server; with one API server, the tenant's API is away while
+        # its pod is replaced, and that count is printed.
+        assert web.failed == 0, web.summary()
+        if replicas > 1:
+            assert poll.failed == 0, poll.summary()
+    finally:
+        vcs.delete_vc(api, NS, name, timeout=600)
 
 
 def _ask_and_see_it_go_back(api, name: str, kubeconfig: dict, version: str, what: str):
