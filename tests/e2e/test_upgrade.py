@@ -410,6 +410,7 @@ def test_a_kubelet_that_cannot_start_at_the_new_version_goes_back_and_the_status
               f" control plane {answers}")
         assert ready.get("status") == "False"
         assert node in ready["message"] and PINNED in ready["message"] and PREVIOUS in ready["message"], ready
+        assert "its Node reports kubelet" in ready["message"], "the message says what the Node reported"
         assert after == {node: (PREVIOUS, False)}, "the node runs the kubelet that ran, and takes pods"
         [tenant_node] = k8s.CoreV1Api(tenant).list_node().items
         assert [c.status for c in tenant_node.status.conditions if c.type == "Ready"] == ["True"]
