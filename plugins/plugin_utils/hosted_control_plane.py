@@ -48,6 +48,8 @@ AWAIT_TIMEOUT = 86400
 STARTUP_PROBE_WAIT_S = 9
 # How long an API server told to stop keeps serving while its endpoint leaves every node's rules.
 SHUTDOWN_DELAY_S = 3
+# How long the kubelet waits for one /readyz answer: more than the server's own etcd check may take (2 s).
+READYZ_TIMEOUT_S = 5
 # Pod template annotation that follows the certificates: a re-issued one rolls the component.
 PKI_REVISION = "kubenest.kosmos.io/pki-revision"
 APISERVER_PKI_KEYS = ["ca.crt", "apiserver.crt", "apiserver.key", "apiserver-kubelet-client.crt",
@@ -193,8 +195,13 @@ def apiserver_deployment(settings, etcd_endpoint, service_cidr, cluster_domain="
         # pod addresses route and Service addresses (without a default route to leave by) may not.
         options.append(("enable-aggregator-routing", "true"))
     probes = {
-        # Every second: a virtual cluster is Ready no later than a second after its API server is.
-        "readinessProbe": http_probe("/readyz", 6443, period=1, scheme="HTTPS"),
+        # Every second: a virtual cluster is Ready no later than a second after its API server is. Its /readyz asks
+        # etcd with a timeout of its own (--etcd-readycheck-timeout, 2 s): with the kubelet's default of 1 s, an
+        # etcd member finishing its stop (a roll, a rotation) held the check long enough for three probes in a row
+        # to time out, and the Service dropped the only server that was still answering. Five failures of a
+        # 5-second probe take a server out that really stopped serving.
+        "readinessProbe": http_probe("/readyz", 6443, period=1, scheme="HTTPS", timeout=READYZ_TIMEOUT_S,
+                                     failure_threshold=5),
         "livenessProbe": http_probe("/livez", 6443, period=10, initial_delay=30, scheme="HTTPS",
                                     failure_threshold=6),
     }

@@ -66,8 +66,10 @@ def secret_volume(name, secret_name, keys):
     return {"name": name, "secret": {"secretName": secret_name, "items": [{"key": k, "path": k} for k in keys]}}
 
 
-def http_probe(path, port, period, initial_delay=0, scheme="HTTP", failure_threshold=None):
+def http_probe(path, port, period, initial_delay=0, scheme="HTTP", failure_threshold=None, timeout=None):
     probe = {"httpGet": {"path": path, "port": port, "scheme": scheme}, "periodSeconds": period}
+    if timeout:
+        probe["timeoutSeconds"] = timeout
     if initial_delay:
         probe["initialDelaySeconds"] = initial_delay
     if failure_threshold:

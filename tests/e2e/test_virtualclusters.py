@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import signal
 import socket
 import ssl
 import subprocess
@@ -527,6 +528,21 @@ def test_three_etcd_members_keep_the_tenant_serving_while_one_is_gone(operator):
     print(f"\nthree etcd members stopped and back one at a time: {rolled.summary()}")
     assert rolled.ok > 20 and rolled.failed == 0, rolled.summary()
 
+    # Every member frozen at once for a few seconds (a stalled disk, a host under pressure): the API server's
+    # readiness check waits on etcd, and the only API server must stay behind the tenant's address, its requests
+    # waiting as a user's would, rather than be dropped from its Service and refuse connections.
+    # The poller's one request waits out the freeze, so the pod's Ready condition says whether the server ever
+    # left its Service meanwhile.
+    apiserver = "kosmos.io/virtualcluster=trio,app.kubernetes.io/component=apiserver"
+    before = _ready_since(core, apiserver)
+    with TenantPoller(config, timeout=USER_TIMEOUT) as frozen:
+        time.sleep(2)
+        _frozen_for(_etcd_members(NS, "trio"), ETCD_FREEZE_S)
+        time.sleep(5)
+    print(f"three etcd members frozen for {ETCD_FREEZE_S} s: {frozen.summary()}")
+    assert frozen.ok > 20 and frozen.failed == 0, frozen.summary()
+    assert _ready_since(core, apiserver) == before, "the API server left its Service while etcd was frozen"
+
     # A member lost outright: the other two are a quorum.
     gone = core.read_namespaced_pod("trio-etcd-1", NS).metadata.uid
     core.delete_namespaced_pod("trio-etcd-1", NS, grace_period_seconds=0)
@@ -537,6 +553,46 @@ def test_three_etcd_members_keep_the_tenant_serving_while_one_is_gone(operator):
     wait_ready(api, NS, "trio")
     delete_vc(api, NS, "trio")
     assert all(names == [] for names in labelled_objects(api, NS, "trio").values())
+
+
+# Longer than the kubelet's default probe timeout (1 s) three times over, shorter than a user's client waits.
+ETCD_FREEZE_S = 5
+
+
+def _etcd_members(namespace: str, name: str) -> list[int]:
+    """The process IDs of a tenant's etcd members. The sandbox's machines share this machine's kernel, so their
+    processes are visible here; a member's name is its pod's, which the StatefulSet gives as `<name>-etcd-<i>`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:  # gone, or not a process
+            continue
+        if argv and argv[0].endswith(b"etcd") and any(a.startswith(f"--name={name}-etcd-".encode()) for a in argv):
+            found.append(int(entry.name))
+    assert len(found) == 3, f"etcd processes of {namespace}/{name} on this machine: {found}"
+    return found
+
+
+def _ready_since(core, selector: str) -> dict:
+    """Each pod's name and when its Ready condition last changed, None where it is not Ready."""
+    pods = core.list_namespaced_pod(NS, label_selector=selector).items
+    return {p.metadata.name: next((c.last_transition_time for c in p.status.conditions or []
+                                   if c.type == "Ready" and c.status == "True"), None) for p in pods}
+
+
+def _frozen_for(pids: list[int], seconds: float) -> None:
+    """Stops the processes for `seconds` and lets them go on, whatever happens meanwhile."""
+    try:
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        time.sleep(seconds)
+    finally:
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
 
 
 def _apply_and_wait(api, name: str, spec: dict, what: str) -> dict:
