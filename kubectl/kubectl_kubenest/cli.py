@@ -216,7 +216,33 @@ def parser() -> argparse.ArgumentParser:
         mv.add_argument("ref", metavar="NAMESPACE/NAME")
         mv.add_argument("nodes", nargs="+", metavar="NODE")
         mv.set_defaults(run=cmd_move)
+
+    rt = command("retry", "run the spec again, also one that failed for good, once its cause is fixed")
+    rt.add_argument("ref", metavar="NAMESPACE/NAME")
+    rt.set_defaults(run=cmd_retry)
     return p
+
+
+def cmd_retry(args, out) -> int:
+    """A run that failed for good is not retried: the operator waits for a new spec. A cause fixed elsewhere (a
+    conflicting object removed, a kubelet given to the site) needs no new spec, only a change of the annotation
+    the operator watches besides it."""
+    namespace, name = views.parse_ref(args.ref, _namespace(args))
+    api = _api(args)
+    vc = _get_vc(api, namespace, name)
+    if vc["metadata"].get("deletionTimestamp"):
+        raise PluginError(f"virtualcluster {namespace}/{name} is being deleted: there is no spec to run again")
+    asked = _now().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    annotation = collection.run_result().RETRY_ANNOTATION
+    _call(api, f"virtualcluster {namespace}/{name}", "PATCH", _vc_path(namespace, name),
+          body={"metadata": {"annotations": {annotation: asked}}}, content_type=MERGE_PATCH)
+    status = vc.get("status") or {}
+    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+    was = (f"it had failed for good: {ready.get('reason')}: {ready.get('message')}"
+           if status.get("phase") == "Failed" else f"phase {status.get('phase') or 'not reconciled yet'}")
+    out.write(f"virtualcluster {namespace}/{name} runs its spec again ({was}); follow it with "
+              f"kubectl kubenest status {namespace}/{name}\n")
+    return 0
 
 
 def main(argv: list[str] | None = None, out=None) -> int:

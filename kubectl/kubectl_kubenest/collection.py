@@ -38,6 +38,10 @@ def kubeconfig() -> ModuleType:
     return _module("kubeconfig")
 
 
+def run_result() -> ModuleType:
+    return _module("run_result")
+
+
 def _module(name: str) -> ModuleType:
     module = f"{PACKAGE}.{name}"
     try:

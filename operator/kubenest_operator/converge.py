@@ -262,7 +262,7 @@ async def converge(ctx: Context, body: kopf.Body, phase: str, retry: int, logger
         return
     failure = run.tracker.last_failure
     if failure is not None and failure.permanent is not None:
-        # Retrying cannot help; kopf runs the handler again only for a new spec.
+        # Retrying cannot help; kopf runs the handler again for a new spec or a changed retry annotation.
         metrics.record_failure(failure.permanent.reason)
         await set_ready(ctx, body, "False", failure.permanent.reason, failure.permanent.message, generation)
         await ctx.api.patch_virtualcluster_status(body.metadata.namespace, body.metadata.name, st.failed_permanently(

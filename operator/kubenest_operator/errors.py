@@ -1,4 +1,4 @@
-"""How a failed playbook run is judged: permanent (a person must change the spec) or worth retrying."""
+"""How a failed playbook run is judged: permanent (a person must change the spec or the cause) or worth retrying."""
 
 from __future__ import annotations
 

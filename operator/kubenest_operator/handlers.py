@@ -14,6 +14,7 @@ import logging
 from typing import Any
 
 import kopf
+from ansible_collections.kosmos.kubenest.plugins.module_utils.run_result import RETRY_ANNOTATION
 
 from . import drift, events, metrics, restores
 from . import status as st
@@ -22,6 +23,7 @@ from .converge import converge, execute, retry_later, set_ready
 from .errors import failure_reason, summarize
 from .extravars import plain
 from .kube import GROUP, VERSION, VIRTUALCLUSTERS
+from .settings import RETRY_FIELD
 from .slots import exclusive_run
 
 
@@ -29,13 +31,22 @@ from .slots import exclusive_run
 @kopf.on.create(GROUP, VERSION, VIRTUALCLUSTERS)
 @kopf.on.update(GROUP, VERSION, VIRTUALCLUSTERS)
 async def reconcile(body: kopf.Body, reason: str, retry: int, logger: logging.Logger, memo: kopf.Memo,
-                    **_: Any) -> None:
+                    diff: kopf.Diff = (), **_: Any) -> None:
     ctx: Context = memo.ctx
     status = plain(body.get("status") or {})
     generation = body.metadata.get("generation")
     if reason == "resume" and status.get("phase") == st.FAILED and status.get("observedGeneration") == generation:
-        logger.info("not running again: this spec failed permanently; change the spec to retry")
+        logger.info(f"not running again: this spec failed permanently; change the spec, or fix the cause and "
+                    f"change the annotation {RETRY_ANNOTATION} (kubectl kubenest retry), to run it again")
         return
+    if reason == "update" and diff and all(item[1][:1] == (RETRY_FIELD,) for item in diff):
+        # Only the retry annotation is in the diff base besides the spec (settings.SpecAndRetryDiffBase).
+        asked = (body.metadata.annotations or {}).get(RETRY_ANNOTATION)
+        if asked is None:
+            logger.info(f"the annotation {RETRY_ANNOTATION} was removed: nothing to run")
+            return
+        logger.info(f"running again: asked by the annotation {RETRY_ANNOTATION}={asked}")
+        kopf.info(body, reason="Retry", message=f"running the spec again, asked by {RETRY_ANNOTATION}={asked}")
     try:
         restore = restores.restore_of(body.metadata)
     except restores.BadRestore as exc:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import kopf
+from ansible_collections.kosmos.kubenest.plugins.module_utils.run_result import RETRY_ANNOTATION
 
 DEFAULT_PEERING = "kubenest"
 PLAYBOOK = "virtualcluster.yml"
@@ -93,6 +94,23 @@ class Config:
     spec_kubeconfig: bool = False
 
 
+# Where the retry annotation's value goes in the diff base: not under metadata.annotations, whose keys with the
+# operator's prefix kopf takes for its own progress records and leaves out of every diff.
+RETRY_FIELD = "retry"
+
+
+class SpecAndRetryDiffBase(kopf.AnnotationsDiffBaseStorage):
+    """The spec, and of the metadata only the retry annotation: a person changes it to have a spec that failed
+    permanently run again once they fixed the cause elsewhere, and kopf then sees a change to handle."""
+
+    def build(self, *, body, extra_fields=None):
+        essence = super().build(body=body, extra_fields=extra_fields)
+        retry = (body.get("metadata", {}).get("annotations") or {}).get(RETRY_ANNOTATION)
+        if retry is not None:
+            essence = dict(essence, **{RETRY_FIELD: retry})
+        return essence
+
+
 def apply_kopf_settings(settings: kopf.OperatorSettings, config: Config) -> None:
     # Our own names, and progress/diff-base in annotations: the status schema has no room for kopf's fields.
     settings.persistence.finalizer = FINALIZER
@@ -100,7 +118,7 @@ def apply_kopf_settings(settings: kopf.OperatorSettings, config: Config) -> None
     # The diff base is the spec only, without spec.kubeconfig: writing the kubeconfig back is no change
     # to act on (no reconcile loop), it never lands in an annotation, and label or annotation edits
     # do not start playbook runs.
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+    settings.persistence.diffbase_storage = SpecAndRetryDiffBase(
         prefix=ANNOTATION_PREFIX, key="last-handled-configuration", v1=False,
         ignored_fields=["spec.kubeconfig", "metadata"])
 

@@ -7,9 +7,13 @@ reads it, and both import this module.
 - RESULT_KEY is the one set_stats key of a run: the `Report` play of playbooks/virtualcluster.yml writes it once
   from the facts the roles set (endpoint, kubeconfigSecret, kubernetesVersion, nodes, addons).
 - A failed task's message may carry a marker:
-  - `[kubenest:permanent:<Reason>] <message>`: no retry can fix it, a person must change the spec;
+  - `[kubenest:permanent:<Reason>] <message>`: retrying the same cannot fix it, a person must change the spec or
+    the cause;
   - `[kubenest:step:<Step>]`: the step of node_promote at which a node's promotion or return failed;
   - `<workload> cannot come up: pod <pod>: <Reason>: <message>`: why workload_rollout gave up on a pod.
+- RETRY_ANNOTATION goes the other way: a person who fixed a permanent failure's cause outside the spec (removed
+  a conflicting object, gave the site a kubelet) changes it to have the spec run again. The operator reacts to
+  it and `kubectl kubenest retry` writes it.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import re
 
 RESULT_KEY = "kubenest_result"
+RETRY_ANNOTATION = "kubenest.kosmos.io/retry"
 
 PERMANENT = re.compile(r"\[kubenest:permanent:([A-Za-z][A-Za-z0-9]{0,127})\]\s*(.*)", re.DOTALL)
 STEP = re.compile(r"\[kubenest:step:([A-Za-z][A-Za-z0-9]{0,63})\]")

@@ -143,6 +143,25 @@ def test_promote_and_return_edit_the_spec_and_refuse_what_they_cannot_do(world):
     assert spec_nodes(custom, "named") == ["kn-w2"] and spec_nodes(custom, "by-label") is None
 
 
+def test_retry_changes_only_the_annotation_the_operator_watches(world):
+    apiserver, custom = world
+    before = custom.get_namespaced_custom_object(GROUP, VERSION, NS, "virtualclusters", "new")
+    first = kubectl(apiserver, "kubenest", "retry", "-n", NS, "new")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == (f"virtualcluster {NS}/new runs its spec again (phase not reconciled yet); follow it with "
+                            f"kubectl kubenest status {NS}/new\n")
+    after = custom.get_namespaced_custom_object(GROUP, VERSION, NS, "virtualclusters", "new")
+    asked = after["metadata"]["annotations"]["kubenest.kosmos.io/retry"]
+    assert after["spec"] == before["spec"] and after["metadata"]["generation"] == before["metadata"]["generation"]
+    # Each ask is a new value, so each is a change the operator sees.
+    second = kubectl(apiserver, "kubenest", "retry", f"{NS}/new")
+    assert second.returncode == 0, second.stderr
+    again = custom.get_namespaced_custom_object(GROUP, VERSION, NS, "virtualclusters", "new")
+    assert again["metadata"]["annotations"]["kubenest.kosmos.io/retry"] > asked
+    gone = kubectl(apiserver, "kubenest", "retry", f"{NS}/absent")
+    assert gone.returncode == 1 and f"virtualcluster {NS}/absent not found" in gone.stderr
+
+
 def test_a_bad_reference_is_refused_before_any_request(world):
     apiserver, _custom = world
     proc = kubectl(apiserver, "kubenest", "status", "a/b/c")

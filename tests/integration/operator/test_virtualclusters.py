@@ -5,10 +5,11 @@ from __future__ import annotations
 import base64
 import datetime
 import re
+import subprocess
 import time
 
 from tests.integration.operator.conftest import timings
-from tests.integration.operator.operatorproc import condition, phase, stays, wait_for_vc
+from tests.integration.operator.operatorproc import VENV_BIN, condition, phase, stays, wait_for_vc
 from tests.support.procs import wait_until
 
 COMPLETED = 120  # seconds a run of the test playbook may take, with room for a slow machine
@@ -139,7 +140,7 @@ def test_permanent_failure_is_not_retried_until_the_spec_changes(kube, operators
     # Nor after a restart: resuming does not run a spec that failed permanently.
     assert operator.stop() == 0
     operator = operators.start("restarted", "--namespace", ns)
-    wait_until(lambda: "failed permanently; change the spec to retry" in operator.log(), 30, "delta skipped",
+    wait_until(lambda: "this spec failed permanently; change the spec" in operator.log(), 30, "delta skipped",
                operator.process)
     assert stays(lambda: kube.runs(ns, "delta")["present"] == 1, 5)
 
@@ -147,6 +148,42 @@ def test_permanent_failure_is_not_retried_until_the_spec_changes(kube, operators
     wait_for_vc(kube, ns, "delta", completed(changed["metadata"]["generation"]), COMPLETED,
                 "delta Completed after the fix", operator)
     assert kube.runs(ns, "delta")["present"] == 2
+
+
+def test_a_permanent_failure_fixed_elsewhere_runs_again_when_asked(kube, operators, apiserver):
+    """A cause outside the spec (here someone else's Secret where the tenant's CA would go) leaves no spec to
+    change: `kubectl kubenest retry` asks for one more run, and the annotation it writes runs nothing else."""
+    ns = kube.new_namespace(sleep=0)
+    operator = operators.start("operator", "--namespace", ns)
+    kube.core.create_namespaced_secret(ns, {"metadata": {"name": "eps-pki"}, "stringData": {"ca.crt": "theirs"}})
+    kube.create_vc(ns, "eps", {})
+    vc = wait_for_vc(kube, ns, "eps", lambda vc: phase(vc) == "Failed", COMPLETED, "eps Failed", operator)
+    assert condition(vc)["reason"] == "NotOwned" and f"Secret {ns}/eps-pki" in condition(vc)["message"]
+    kube.core.delete_namespaced_secret("eps-pki", ns)
+    # The cause is gone, the spec is the same: nothing runs by itself.
+    assert stays(lambda: kube.runs(ns, "eps")["present"] == 1, 8)
+
+    asked = subprocess.run([str(VENV_BIN / "kubectl-kubenest"), "--kubeconfig", str(apiserver.kubeconfig), "retry",
+                            f"{ns}/eps"], capture_output=True, text=True, timeout=60, check=False)
+    assert asked.returncode == 0, asked.stderr
+    assert asked.stdout.startswith(f"virtualcluster {ns}/eps runs its spec again (it had failed for good: NotOwned: "
+                                   f"Secret {ns}/eps-pki"), asked.stdout
+    vc = wait_for_vc(kube, ns, "eps", completed(), COMPLETED, "eps Completed once asked", operator)
+    assert kube.runs(ns, "eps")["present"] == 2
+    assert vc["status"]["observedGeneration"] == vc["metadata"]["generation"]
+    assert "asked by the annotation kubenest.kosmos.io/retry=" in operator.log()
+
+    # Removing the annotation is no request: no run.
+    kube.custom.patch_namespaced_custom_object("kosmos.io", "v1alpha1", ns, "virtualclusters", "eps",
+                                               {"metadata": {"annotations": {"kubenest.kosmos.io/retry": None}}})
+    assert stays(lambda: kube.runs(ns, "eps")["present"] == 2, 8)
+    wait_until(lambda: "kubenest.kosmos.io/retry was removed: nothing to run" in operator.log(), 30,
+               "the removal seen", operator.process)
+
+    # A name that holds no virtual cluster: said, with exit status 1.
+    missing = subprocess.run([str(VENV_BIN / "kubectl-kubenest"), "--kubeconfig", str(apiserver.kubeconfig),
+                              "retry", f"{ns}/nobody"], capture_output=True, text=True, timeout=60, check=False)
+    assert missing.returncode == 1 and f"virtualcluster {ns}/nobody not found" in missing.stderr, missing.stderr
 
 
 def test_transient_failures_are_retried_with_backoff(kube, operators):

@@ -1,8 +1,10 @@
-"""kopf settings: the diff base that keeps spec.kubeconfig out of reconciles and annotations."""
+"""kopf settings: the diff base that keeps spec.kubeconfig out of reconciles and annotations, and lets the retry
+annotation in."""
 
 from __future__ import annotations
 
 import kopf
+from kopf._cogs.structs.diffs import diff  # what kopf hands to handlers as `diff`
 
 from kubenest_operator.settings import FINALIZER, Config, apply_kopf_settings, default_playbook_dir
 
@@ -33,6 +35,24 @@ def test_writing_the_kubeconfig_or_editing_labels_is_no_change():
     patch = kopf.Patch()
     storage.store(body=after, patch=patch, essence=storage.build(body=after))
     assert "c2VjcmV0" not in str(dict(patch))
+
+
+def test_the_retry_annotation_is_a_change_that_survives_kopfs_own_clearing():
+    settings = configured()
+    storage, progress = settings.persistence.diffbase_storage, settings.persistence.progress_storage
+
+    def essence(annotations):
+        body = kopf.Body({"metadata": {"name": "vc1", "annotations": annotations}, "spec": {"externalIP": "192.0.2.1"}})
+        return progress.clear(essence=storage.build(body=body))  # as kopf compares them
+
+    plain = essence({"kubenest.kosmos.io/kopf-managed": "yes"})
+    asked = essence({"kubenest.kosmos.io/kopf-managed": "yes", "kubenest.kosmos.io/retry": "2026-12-06T23:00:00Z"})
+    assert plain == {"spec": {"externalIP": "192.0.2.1"}}
+    assert asked == {"spec": {"externalIP": "192.0.2.1"}, "retry": "2026-12-06T23:00:00Z"}
+    # The diff the handler gets: its one field is what handlers.reconcile tells a retry by.
+    assert [tuple(item) for item in diff(plain, asked)] == [("add", ("retry",), None, "2026-12-06T23:00:00Z")]
+    # Any other annotation of the operator's prefix stays kopf's own, out of the diff.
+    assert essence({"kubenest.kosmos.io/something": "x"}) == plain
 
 
 def test_watch_timeouts_finalizer_and_cluster_wide_peering():
