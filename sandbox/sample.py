@@ -44,7 +44,7 @@ def main() -> int:
         print("error: installing the CRDs failed", file=sys.stderr)
         return 2
     kubectl(kubeconfig, "create", "namespace", ns)
-    # Tenant control planes run at Pod Security level baseline (README, "Pod Security").
+    # Tenant control planes run at Pod Security level baseline (docs/virtual-clusters.md, "Pod Security").
     kubectl(kubeconfig, "label", "--overwrite", "namespace", ns, "pod-security.kubernetes.io/enforce=baseline",
             "pod-security.kubernetes.io/enforce-version=latest")
     applied = kubectl(kubeconfig, "apply", "-f", str(SAMPLE))
