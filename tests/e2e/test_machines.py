@@ -21,6 +21,7 @@ import yaml
 
 from sandbox.machines import cgroups, mounts, processes
 from sandbox.machines.config import REPO_ROOT, from_env
+from tests.support.awx import MACHINE, AwxJob, job_template
 from tests.support.playbook import run_playbook, write_play
 
 BRIDGE = "kntest0"
@@ -238,11 +239,50 @@ def test_install_agent_over_ssh_on_a_machine_without_it_then_remove_it(machines,
 
         remove = REPO_ROOT / "playbooks/remove_agent.yml"
         assert _changed(run_playbook(remove, ssh_inventory, tmp_path / "cp", timeout=300), name)
-        assert present() == []
-        units = machine.nsenter(["systemctl", "list-units", "--all", "--plain", "--no-legend", "kubenest-agent*"])
-        assert units.stdout.strip() == ""
-        listening = machine.nsenter(["ss", "-Hltn", "sport = :7443"]).stdout.strip()
-        assert listening == ""
+
+        def removed():
+            assert present() == []
+            units = machine.nsenter(["systemctl", "list-units", "--all", "--plain", "--no-legend", "kubenest-agent*"])
+            assert units.stdout.strip() == ""
+            assert machine.nsenter(["ss", "-Hltn", "sport = :7443"]).stdout.strip() == ""
+
+        removed()
+
+        # The same through the AWX job templates, run as AWX runs them (tests/support/awx.py): the machines'
+        # inventory and their Machine credential chosen at launch, the CA pair from its credential type.
+        ssh_vars = {k: v for k, v in yaml.safe_load(ssh_inventory.read_text())["all"]["hosts"][name].items()
+                    if k not in ("ansible_user", "ansible_ssh_private_key_file")}
+        awx_inventory = {"_meta": {"hostvars": {name: ssh_vars}}, "all": {"children": ["ungrouped"]},
+                         "ungrouped": {"hosts": [name]}}
+        credentials = {
+            MACHINE: {"username": "root", "ssh_key_data": ssh_key.read_text()},
+            "kosmos.kubenest node agent CA": {"ca_cert": (machines.pki_dir / "ca.crt").read_text(),
+                                              "ca_key": (machines.pki_dir / "ca.key").read_text()},
+            "kosmos.kubenest node agent client": {"ca_cert": Path(client["ca"]).read_text(),
+                                                  "client_cert": Path(client["cert"]).read_text(),
+                                                  "client_key": Path(client["key"]).read_text()}}
+
+        def launch(template: str, answers: dict, workdir: str) -> tuple[list[str], list[str]]:
+            """(the tasks that ran on the machine, those of them that changed it)"""
+            needed = job_template(template)["credential_types"]
+            job = AwxJob(tmp_path / workdir, template, answers, {k: credentials[k] for k in needed},
+                         inventory=awx_inventory)
+            result = job.run(timeout=600)
+            assert result.status == "successful", result.stdout[-3000:]
+            ran = [e["event_data"] for e in result.events()
+                   if e.get("event") == "runner_on_ok" and e["event_data"].get("host") == name]
+            return [d.get("task") for d in ran], [d.get("task") for d in ran if d.get("res", {}).get("changed")]
+
+        ran, changed = launch("kosmos.kubenest install the node agent",
+                              {"kubenest_agent_hosts": name, "kubenest_agent_wheelhouse": str(wheelhouse)},
+                              "awx-install")
+        assert changed and present(), changed
+        # The client credential's pair reaches the connection: the install ends by connecting through the agent.
+        assert "Check that the agent answers with its new certificate" in ran, ran
+        # What the template installed is what the playbook would: a plain run after it changes nothing.
+        assert _changed(run_playbook(install, ssh_inventory, tmp_path / "cp", *args, timeout=600), name) == []
+        assert launch("kosmos.kubenest remove the node agent", {"kubenest_agent_hosts": name}, "awx-remove")[1]
+        removed()
         assert _changed(run_playbook(remove, ssh_inventory, tmp_path / "cp", timeout=300), name) == []
     finally:
         machine.destroy()

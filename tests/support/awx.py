@@ -55,6 +55,11 @@ def job_template(name: str) -> dict:
     return next(t for t in definitions()["kubenest_awx_job_templates"] if t["name"] == name)
 
 
+# AWX's own SSH credential type: AWX hands its key to ansible-runner (env/ssh_key, which runner puts into an
+# ssh-agent for the job) and its user to ansible-playbook (-u), as this harness does.
+MACHINE = "Machine"
+
+
 def credential_type(name: str) -> dict:
     return next(t for t in definitions()["kubenest_awx_credential_types"] if t["name"] == name)
 
@@ -101,12 +106,19 @@ class JobResult:
 class AwxJob:
     """One launch of a job template: `credentials` maps credential type names to their inputs."""
 
-    def __init__(self, workdir: Path, template_name: str, answers: dict, credentials: dict[str, dict]):
+    def __init__(self, workdir: Path, template_name: str, answers: dict, credentials: dict[str, dict],
+                 inventory: dict | None = None):
+        """inventory: for a template that asks for its inventory at launch, the one chosen (AWX's --list JSON);
+        the others run on the GlobalNodes inventory source."""
         self.template = job_template(template_name)
         check_answers(self.template, answers)
         missing = set(self.template["credential_types"]) - set(credentials)
         assert not missing, f"{template_name} needs credentials of the types {sorted(missing)}"
-        self.workdir, self.answers, self.credentials = workdir, answers, credentials
+        assert (inventory is not None) == bool(self.template.get("ask_inventory_on_launch")), (
+            f"{template_name}: an inventory is chosen at launch exactly when the template asks for one")
+        self.workdir, self.answers, self.credentials, self.inventory = workdir, answers, credentials, inventory
+        self.extra_vars: dict[str, str] = {}  # from the credentials' injectors
+        self.cmdline: list[str] = []
         self.private = workdir / "private"    # what the controller prepares and transmits
         self.worker_dir = workdir / "worker"  # where the worker (the execution environment) unpacks it
         self.results = workdir / "results"    # what `process` makes of the worker's stream
@@ -114,7 +126,14 @@ class AwxJob:
     def _inject(self) -> dict[str, str]:
         env, jinja = {}, SandboxedEnvironment(undefined=StrictUndefined)
         for type_name in self.template["credential_types"]:
-            ctype, inputs = credential_type(type_name), self.credentials[type_name]
+            inputs = self.credentials[type_name]
+            if type_name == MACHINE:
+                key = self.private / "env" / "ssh_key"
+                key.write_text(inputs["ssh_key_data"])
+                key.chmod(0o600)
+                self.cmdline += ["-u", inputs["username"]]
+                continue
+            ctype = credential_type(type_name)
             files = {}
             for key, template in ctype["injectors"].get("file", {}).items():
                 name = key.split(".", 1)[1]
@@ -125,16 +144,22 @@ class AwxJob:
                 files[name] = str(self.worker_dir / relative)
             for key, template in ctype["injectors"].get("env", {}).items():
                 env[key] = jinja.from_string(template).render(**inputs, tower={"filename": files})
+            for key, template in ctype["injectors"].get("extra_vars", {}).items():
+                self.extra_vars[key] = jinja.from_string(template).render(**inputs, tower={"filename": files})
         return env
 
     def _inventory(self, env: dict[str, str]) -> None:
-        """The inventory source's update (ansible-inventory with the credential's environment), as a script."""
-        source = definitions()["kubenest_awx_inventory_source"]
-        proc = subprocess.run([str(VENV_BIN / "ansible-inventory"), "-i", str(REPO_ROOT / source["source_path"]),
-                               "--list"], capture_output=True, text=True, timeout=120, check=False,
-                              env={**os.environ, **self._local(env)})
-        assert proc.returncode == 0, proc.stderr
-        data = json.loads(proc.stdout)
+        """The inventory chosen at launch, or the inventory source's update (ansible-inventory with the
+        credential's environment), as a script."""
+        if self.inventory is not None:
+            data = self.inventory
+        else:
+            source = definitions()["kubenest_awx_inventory_source"]
+            proc = subprocess.run([str(VENV_BIN / "ansible-inventory"), "-i", str(REPO_ROOT / source["source_path"]),
+                                   "--list"], capture_output=True, text=True, timeout=120, check=False,
+                                  env={**os.environ, **self._local(env)})
+            assert proc.returncode == 0, proc.stderr
+            data = json.loads(proc.stdout)
         script = self.private / "inventory" / "hosts"
         script.parent.mkdir(parents=True)
         script.write_text("#!/usr/bin/env python3\nimport json, sys\n"
@@ -155,7 +180,11 @@ class AwxJob:
         envvars = {**env, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0",
                    "KUBENEST_AGENT_CONTROL_DIR": str(self.workdir / "agent-control")}
         (self.private / "env" / "envvars").write_text(yaml.safe_dump(envvars))
-        (self.private / "env" / "extravars").write_text(yaml.dump(_unsafe(self.answers), Dumper=_Dumper))
+        # Survey answers are marked unsafe; the credentials' extra vars are AWX's own rendering, passed as they are.
+        extravars = {**_unsafe(self.answers), **self.extra_vars}
+        (self.private / "env" / "extravars").write_text(yaml.dump(extravars, Dumper=_Dumper))
+        if self.cmdline:
+            (self.private / "env" / "cmdline").write_text(" ".join(self.cmdline))
         runner = str(VENV_BIN / "ansible-runner")
         path_env = {**os.environ, "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '')}"}
         transmit = subprocess.Popen([runner, "transmit", str(self.private), "-p", self.template["playbook"],

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from tests.support.agentproc import AgentProcess, shutdown_muxes
+from tests.support.awx import definitions
 from tests.support.collection_install import build_tarball, clean_env
 from tests.support.collection_install import clean_install as install_collection
 from tests.support.playbook import write_inventory
@@ -128,6 +129,10 @@ def test_the_awx_execution_environment_definition_builds_a_context(tarball, tmp_
     awx = tmp_path / "awx"
     shutil.copytree(REPO / "awx", awx)
     shutil.copy(tarball, awx)
+    # The node agent's wheel, as awx/execution-environment.yml says to build it.
+    subprocess.run([str(VENV_BIN / "python"), "-m", "pip", "wheel", "--no-deps", "-q", "-w",
+                    str(awx), str(REPO / "agent")], check=True, timeout=300)
+    agent_wheel = next(awx.glob("kubenest_agent-*.whl"))
     proc = subprocess.run([str(VENV_BIN / "ansible-builder"), "create", "-f", str(awx / "execution-environment.yml"),
                            "--context", str(tmp_path / "context")], capture_output=True, text=True, check=False,
                           env=clean_env(PATH=os.environ["PATH"]))
@@ -136,5 +141,11 @@ def test_the_awx_execution_environment_definition_builds_a_context(tarball, tmp_
     assert (context / "_build/collections" / tarball.name).is_file()
     containerfile = next(p for p in (context / "Containerfile", context / "Dockerfile") if p.exists()).read_text()
     assert "collection install --no-deps -p /usr/share/ansible/collections" in containerfile
+    # The install-the-agent template's default wheelhouse is made in the image.
+    assert (context / "_build/agent" / agent_wheel.name).is_file()
+    install = next(t for t in definitions()["kubenest_awx_job_templates"]
+                   if t["playbook"] == "playbooks/install_agent.yml")
+    wheelhouse = next(q["default"] for q in install["survey"] if q["variable"] == "kubenest_agent_wheelhouse")
+    assert f"pip wheel -w {wheelhouse} /tmp/kubenest-agent/kubenest_agent-*.whl" in containerfile
     wanted = {c["name"] for c in yaml.safe_load((context / "_build/requirements.yml").read_text())["collections"]}
     assert wanted == set(yaml.safe_load((REPO / "galaxy.yml").read_text())["dependencies"])
