@@ -151,15 +151,15 @@ def test_permanent_failure_is_not_retried_until_the_spec_changes(kube, operators
 
 
 def test_a_permanent_failure_fixed_elsewhere_runs_again_when_asked(kube, operators, apiserver):
-    """A cause outside the spec (here someone else's Secret where the tenant's CA would go) leaves no spec to
+    """A cause outside the spec (here someone else's Secret where the tenant's etcd CA would go) leaves no spec to
     change: `kubectl kubenest retry` asks for one more run, and the annotation it writes runs nothing else."""
     ns = kube.new_namespace(sleep=0)
     operator = operators.start("operator", "--namespace", ns)
-    kube.core.create_namespaced_secret(ns, {"metadata": {"name": "eps-pki"}, "stringData": {"ca.crt": "theirs"}})
+    kube.core.create_namespaced_secret(ns, {"metadata": {"name": "eps-etcd-pki"}, "stringData": {"ca.crt": "theirs"}})
     kube.create_vc(ns, "eps", {})
     vc = wait_for_vc(kube, ns, "eps", lambda vc: phase(vc) == "Failed", COMPLETED, "eps Failed", operator)
-    assert condition(vc)["reason"] == "NotOwned" and f"Secret {ns}/eps-pki" in condition(vc)["message"]
-    kube.core.delete_namespaced_secret("eps-pki", ns)
+    assert condition(vc)["reason"] == "NotOwned" and f"Secret {ns}/eps-etcd-pki" in condition(vc)["message"]
+    kube.core.delete_namespaced_secret("eps-etcd-pki", ns)
     # The cause is gone, the spec is the same: nothing runs by itself.
     assert stays(lambda: kube.runs(ns, "eps")["present"] == 1, 8)
 
@@ -167,7 +167,7 @@ def test_a_permanent_failure_fixed_elsewhere_runs_again_when_asked(kube, operato
                             f"{ns}/eps"], capture_output=True, text=True, timeout=60, check=False)
     assert asked.returncode == 0, asked.stderr
     assert asked.stdout.startswith(f"virtualcluster {ns}/eps runs its spec again (it had failed for good: NotOwned: "
-                                   f"Secret {ns}/eps-pki"), asked.stdout
+                                   f"Secret {ns}/eps-etcd-pki"), asked.stdout
     vc = wait_for_vc(kube, ns, "eps", completed(), COMPLETED, "eps Completed once asked", operator)
     assert kube.runs(ns, "eps")["present"] == 2
     assert vc["status"]["observedGeneration"] == vc["metadata"]["generation"]
