@@ -6,10 +6,9 @@ import base64
 import datetime
 
 from ansible_collections.kosmos.kubenest.plugins.module_utils import pki
-from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import KubeApiError
 
 from .context import Context
-from .kube import is_status
+from .kube import unless_gone
 
 # The Secrets the etcd and control_plane roles keep a virtual cluster's certificates in.
 PKI_SECRETS = ("{name}-pki", "{name}-etcd-pki")
@@ -56,9 +55,7 @@ async def pki_secrets(ctx: Context, namespace: str, name: str) -> dict[str, dict
     secrets = {}
     for pattern in PKI_SECRETS:
         secret_name = pattern.format(name=name)
-        try:
-            secrets[secret_name] = await ctx.api.read_secret_data(namespace, secret_name)
-        except KubeApiError as exc:
-            if not is_status(exc, 404):
-                raise
+        data = await unless_gone(ctx.api.read_secret_data(namespace, secret_name))
+        if data is not None:
+            secrets[secret_name] = data
     return secrets

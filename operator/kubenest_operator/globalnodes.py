@@ -29,7 +29,7 @@ from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import Ku
 
 from .context import Context
 from .extravars import plain
-from .kube import GLOBALNODES, GROUP, VERSION, http_error
+from .kube import GLOBALNODES, GROUP, VERSION, http_error, unless_gone
 from .orphans import OrphanReturns
 
 CONTROL_PLANE_LABELS = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
@@ -136,12 +136,8 @@ def _indexed(index: kopf.Index, name: str) -> Record | None:
 
 
 async def _fresh(ctx: Context, name: str) -> Record | None:
-    try:
-        return Record.from_body(await ctx.api.get_globalnode(name))
-    except KubeApiError as exc:
-        if exc.status == 404:
-            return None
-        raise
+    body = await unless_gone(ctx.api.get_globalnode(name))
+    return Record.from_body(body) if body is not None else None
 
 
 async def _converge(ctx: Context, node: dict[str, Any], record: Record | None, logger: logging.Logger) -> None:

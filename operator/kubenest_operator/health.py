@@ -29,6 +29,7 @@ from .certificates import PKI_SECRETS, due_certificates, expiry_times, pki_secre
 from .clients import Lender, TenantClients
 from .context import Context
 from .extravars import load_site_vars, plain, renew_before_days
+from .kube import unless_gone
 
 LABEL = "kosmos.io/virtualcluster"
 
@@ -183,12 +184,7 @@ async def admin_kubeconfig(ctx: Context, namespace: str, status: Mapping[str, An
     ref = status.get("kubeconfigSecretRef") or {}
     if not ref.get("name"):
         return None
-    try:
-        value = (await ctx.api.read_secret_data(namespace, ref["name"])).get(ref.get("key", ""))
-    except KubeApiError as exc:
-        if exc.status != 404:
-            raise
-        value = None
+    value = (await unless_gone(ctx.api.read_secret_data(namespace, ref["name"])) or {}).get(ref.get("key", ""))
     return base64.b64decode(value) if value else None
 
 

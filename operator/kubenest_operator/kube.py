@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import kopf
 from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import Connection, KubeApiError
@@ -70,6 +71,19 @@ def http_error(exc: KubeApiError) -> str:
 
 def is_status(exc: BaseException, *codes: int) -> bool:
     return isinstance(exc, KubeApiError) and exc.status in codes
+
+
+T = TypeVar("T")
+
+
+async def unless_gone(request: Awaitable[T]) -> T | None:
+    """The answer, or None where the object is not there (404); any other error is raised."""
+    try:
+        return await request
+    except KubeApiError as exc:
+        if exc.status == 404:
+            return None
+        raise
 
 
 def vc_path(namespace: str, name: str, subresource: str = "") -> str:

@@ -15,7 +15,7 @@ from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import Ku
 
 from . import metrics
 from . import status as st
-from .kube import is_status
+from .kube import unless_gone
 
 if TYPE_CHECKING:
     from .context import Context
@@ -42,13 +42,8 @@ async def exclusive_run(ctx: Context, namespace: str, name: str, phase: str | No
         metrics.SLOT_WAIT.observe(time.monotonic() - asked)
         metrics.RUNNING.inc()
         try:
-            try:
-                current = kopf.Body(await ctx.api.get_virtualcluster(namespace, name))
-            except KubeApiError as exc:
-                if not is_status(exc, 404):
-                    raise
-                current = None
-            yield current
+            current = await unless_gone(ctx.api.get_virtualcluster(namespace, name))
+            yield kopf.Body(current) if current is not None else None
         finally:
             metrics.RUNNING.dec()
             ctx.slots.release(namespace)

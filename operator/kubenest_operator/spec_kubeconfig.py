@@ -17,7 +17,7 @@ from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import Ku
 
 from .context import Context
 from .extravars import desired_spec, plain
-from .kube import GROUP, VERSION, VIRTUALCLUSTERS, http_error, is_status
+from .kube import GROUP, VERSION, VIRTUALCLUSTERS, http_error, unless_gone
 from .settings import ANNOTATION_PREFIX
 
 WRITE_ATTEMPTS = 5
@@ -65,12 +65,7 @@ async def _expected(ctx: Context, body: kopf.Body) -> str | None:
     ref = (body.get("status") or {}).get("kubeconfigSecretRef") or {}
     if not ref.get("name") or not ref.get("key"):
         return None
-    try:
-        return (await ctx.api.read_secret_data(body.metadata.namespace, ref["name"])).get(ref["key"])
-    except KubeApiError as exc:
-        if is_status(exc, 404):
-            return None
-        raise
+    return (await unless_gone(ctx.api.read_secret_data(body.metadata.namespace, ref["name"])) or {}).get(ref["key"])
 
 
 @kopf.on.event(GROUP, VERSION, VIRTUALCLUSTERS)
