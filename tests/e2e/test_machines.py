@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -206,6 +207,7 @@ def test_install_agent_over_ssh_on_a_machine_without_it_then_remove_it(machines,
 
     def present() -> list[str]:
         return [p for p in agent_paths if machine.nsenter(["test", "-e", p], check=False).returncode == 0]
+    jobs: list[Path] = []  # the AWX jobs' directories
     try:
         assert present() == []
         ssh_inventory = tmp_path / "ssh.yml"
@@ -265,8 +267,10 @@ def test_install_agent_over_ssh_on_a_machine_without_it_then_remove_it(machines,
         def launch(template: str, answers: dict, workdir: str) -> tuple[list[str], list[str]]:
             """(the tasks that ran on the machine, those of them that changed it)"""
             needed = job_template(template)["credential_types"]
-            job = AwxJob(tmp_path / workdir, template, answers, {k: credentials[k] for k in needed},
-                         inventory=awx_inventory)
+            # A short directory: the agent connection's control socket lives under it (AF_UNIX paths are short).
+            job = AwxJob(Path(tempfile.mkdtemp(prefix=f"{workdir}-")), template, answers,
+                         {k: credentials[k] for k in needed}, inventory=awx_inventory)
+            jobs.append(job.workdir)
             result = job.run(timeout=600)
             assert result.status == "successful", result.stdout[-3000:]
             ran = [e["event_data"] for e in result.events()
@@ -286,6 +290,8 @@ def test_install_agent_over_ssh_on_a_machine_without_it_then_remove_it(machines,
         assert _changed(run_playbook(remove, ssh_inventory, tmp_path / "cp", timeout=300), name) == []
     finally:
         machine.destroy()
+        for workdir in jobs:
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 def test_fewer_and_more_workers(machines, sandbox_env):
