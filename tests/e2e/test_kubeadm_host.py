@@ -318,9 +318,16 @@ def _assert_back_with_kubeadms_credentials(sb, api, node: str, ca: x509.Certific
     assert on_node(sb, node, "cat /var/lib/kubelet/kubeadm-flags.env").startswith("KUBELET_KUBEADM_ARGS=")
     assert on_node(sb, node, "ls /etc/cni/net.d").split() == ["10-bridge.conflist"]
     assert on_node(sb, node, "ls /etc/kubernetes").split() == ["kubelet.conf", "pki"]  # no bootstrap kubeconfig
-    proxies = k8s.CoreV1Api(api).list_namespaced_pod(
-        "kube-system", label_selector="k8s-app=kube-proxy", field_selector=f"spec.nodeName={node}").items
-    assert [p.status.phase for p in proxies] == ["Running"]
+    # The host's kube-proxy comes back with the Node: its DaemonSet makes the pod once the Node is registered again,
+    # and the kubelet starts it moments later (on a busy machine, after the GlobalNode is already free).
+    started = time.monotonic()
+
+    def proxy_phases() -> list[str]:
+        return [p.status.phase for p in k8s.CoreV1Api(api).list_namespaced_pod(
+            "kube-system", label_selector="k8s-app=kube-proxy", field_selector=f"spec.nodeName={node}").items]
+
+    wait_for(lambda: proxy_phases() == ["Running"], 120, f"kube-proxy Running on {node}")
+    print(f"\n{node}: kube-proxy Running {time.monotonic() - started:.1f}s after the node was back and free")
     name = f"back-on-{node}"
     port, cluster_ip = _echo_on(api, "default", name, node)
     pod = k8s.CoreV1Api(api).list_namespaced_pod("default", label_selector=f"app={name}").items[0]
