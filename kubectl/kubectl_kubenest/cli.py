@@ -237,7 +237,7 @@ def cmd_retry(args, out) -> int:
     _call(api, f"virtualcluster {namespace}/{name}", "PATCH", _vc_path(namespace, name),
           body={"metadata": {"annotations": {annotation: asked}}}, content_type=MERGE_PATCH)
     status = vc.get("status") or {}
-    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+    ready = views.condition(vc, "Ready")
     was = (f"it had failed for good: {ready.get('reason')}: {ready.get('message')}"
            if status.get("phase") == "Failed" else f"phase {status.get('phase') or 'not reconciled yet'}")
     out.write(f"virtualcluster {namespace}/{name} runs its spec again ({was}); follow it with "
