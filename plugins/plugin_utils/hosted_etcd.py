@@ -25,6 +25,9 @@ MEMBER_COUNTS = (1, 3)
 RESTORE_DIR = "/var/run/kubenest/restore"
 # Pod template annotation that follows the CAs etcd trusts while a rotation trusts two.
 TRUST_REVISION = "kubenest.kosmos.io/trust-revision"
+# Seconds a member of several keeps serving after its pod is deleted, before etcd is told to stop: time for the
+# client Service's rules on every host node to leave it (kube-proxy syncs at most once a second).
+STOP_DELAY_S = 5
 
 
 def check_restore(restore):
@@ -135,6 +138,12 @@ def etcd_statefulset(vc, image, advertise_ip, node_selector=None, tolerations=No
     if members > 1:
         container["env"] = [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
         container["ports"].append({"name": "peer", "containerPort": 2380})
+        # etcd told to stop closes its client port at once and asks its clients to go (HTTP/2 GOAWAY); the API
+        # server's etcd client reconnects through the Service at once, and while the rules still send the Service
+        # to the stopping member that connection is refused, and the client's next try waits out a backoff
+        # that grows with every refusal: a roll once held the tenant's requests for more than 10 s. Stopped only
+        # once its endpoint is gone, the member hands its clients to the others.
+        container["lifecycle"] = {"preStop": {"sleep": {"seconds": STOP_DELAY_S}}}
         # A node of its own for each member where there are enough (one lost node costs one member, never the
         # quorum); spread as far as they go where not: on one node the members still form a quorum.
         pod["affinity"] = spread_affinity(vc, "etcd", members, check_count(host_nodes, "host_nodes"))

@@ -6,8 +6,8 @@ completed (the old CAs and service-account key gone).
 Throughout, a client polls the tenant's API every 100 ms (a connection per request, no retries): with the
 kubeconfig taken before the rotation while it is prepared, then with the one fetched again while it completes, as
 docs/ca-rotation.md tells users to: none fails. Each request waits up to USER_TIMEOUT for its answer (kubectl and
-client-go wait without a limit): an etcd member that finishes stopping, its watches drained some 8 s after it was
-told to, holds the API server's requests on it for a moment. The slowest answer is printed. Every second, in turn,
+client-go wait without a limit): an etcd member that stops may hold the API server's requests on it for a
+moment. The slowest answer is printed. Every second, in turn,
 `kubectl exec` or `kubectl logs` reaches a pod on the promoted node (through the Konnectivity tunnel and the node's
 kubelet, both moved over to the new CA meanwhile): none is refused for trust; the moments in which nothing answers
 are counted. The figures are printed; the pod on the node is the same pod, never restarted.

@@ -518,15 +518,22 @@ def test_three_etcd_members_keep_the_tenant_serving_while_one_is_gone(operator):
         wait_for(back, 300, f"{name} to rejoin")
 
     # Members stopping one at a time, as a roll stops them (a CA rotation, an upgrade): the tenant's API answers
-    # every request meanwhile. A member finishing its stop holds the API server's requests on it for a moment (as
-    # in tests/e2e/test_ca_rotation.py): each waits as a user's client would, and the slowest answer is printed.
+    # every request meanwhile, each waiting as a user's client would; the slowest answer is printed.
+    # A stopping member sends the API server's etcd client away at once, and the client reconnects through the
+    # Service at once: where the Service's rules still sent it to that member the connection was refused and the
+    # client's retries backed off, holding requests for seconds (once more than 10). So the API server's log must
+    # show no refused connection to the Service either: each member must stop only once its endpoint is gone.
     with TenantPoller(config, timeout=USER_TIMEOUT) as rolled:
         for member in ("trio-etcd-2", "trio-etcd-1", "trio-etcd-0"):
             gone = core.read_namespaced_pod(member, NS).metadata.uid
             core.delete_namespaced_pod(member, NS)
             member_back(member, gone)
-    print(f"\nthree etcd members stopped and back one at a time: {rolled.summary()}")
+    refused = _refused_dials(core, "trio", core.read_namespaced_service("trio-etcd", NS).spec.cluster_ip,
+                             time.monotonic() - rolled.started)
+    print(f"\nthree etcd members stopped and back one at a time: {rolled.summary()}; "
+          f"{len(refused)} connections to etcd's Service refused")
     assert rolled.ok > 20 and rolled.failed == 0, rolled.summary()
+    assert not refused, "\n".join(refused[:5])
 
     # Every member frozen at once for a few seconds (a stalled disk, a host under pressure): the API server's
     # readiness check waits on etcd, and the only API server must stay behind the tenant's address, its requests
@@ -572,6 +579,19 @@ def _etcd_members(namespace: str, name: str) -> list[int]:
             found.append(int(entry.name))
     assert len(found) == 3, f"etcd processes of {namespace}/{name} on this machine: {found}"
     return found
+
+
+def _refused_dials(core, name: str, address: str, seconds: float) -> list[str]:
+    """What the API servers of virtual cluster `name` logged in the last `seconds` about a connection to
+    `address`:2379 that was refused (grpc's log of a failed dial)."""
+    selector = f"kosmos.io/virtualcluster={name},app.kubernetes.io/component=apiserver"
+    refused = []
+    for pod in core.list_namespaced_pod(NS, label_selector=selector).items:
+        log = core.read_namespaced_pod_log(pod.metadata.name, NS, container="kube-apiserver",
+                                           since_seconds=int(seconds) + 2)
+        refused += [line for line in log.splitlines()
+                    if f'Addr: "{address}:2379"' in line and "connection refused" in line]
+    return refused
 
 
 def _ready_since(core, selector: str) -> dict:

@@ -190,6 +190,17 @@ def test_three_etcd_members_find_each_other_under_the_peer_service():
     assert not any(f.startswith(("--heartbeat-interval", "--election-timeout")) for f in container["command"])
 
 
+def test_a_deleted_member_of_several_serves_until_the_service_has_left_it_and_stops_within_its_grace():
+    pod = hosted_manifest("etcd", VC, dict(SETTINGS, members=3))["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["lifecycle"] == {"preStop": {"sleep": {"seconds": 5}}}
+    # etcd's own stop takes up to its request timeout (7 s with the default election timeout) after the delay
+    assert pod.get("terminationGracePeriodSeconds", 30) >= 5 + 7 + 5
+    # a lone member has no other to send its clients to: its template stays as it was
+    one = hosted_manifest("etcd", VC, SETTINGS)["spec"]["template"]["spec"]
+    assert "lifecycle" not in one["containers"][0]
+
+
 @pytest.mark.parametrize("members", [0, 2, 5, True, "two"])
 def test_other_etcd_member_counts_are_refused(members):
     with pytest.raises(AnsibleFilterError, match="etcd members must be one of 1, 3"):
