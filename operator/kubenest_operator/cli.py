@@ -45,6 +45,28 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+# Options that set the Config field of their name as given. Their defaults are Config's, declared once in settings.py.
+PLAIN_OPTIONS = (
+    ("--max-parallel", positive_int, "playbook runs at once"),
+    ("--artifacts-keep", non_negative_int, "finished runs whose private data dir is kept for debugging"),
+    ("--run-timeout", positive_int, "seconds a run may take"),
+    ("--backoff-base", float, "first retry delay in seconds after a failed run"),
+    ("--backoff-max", float, "longest retry delay in seconds, never below --backoff-base"),
+    ("--progress-interval", float, "least seconds between status.progress updates"),
+    ("--watch-timeout", positive_int, "seconds after which a watch request is renewed"),
+    ("--node-wait-interval", float, "seconds between looks at a virtual cluster waiting for nodes"),
+    ("--resync-interval", float, "seconds between full passes over Nodes and GlobalNodes; the first at start"),
+    ("--cert-check-interval", float,
+     "seconds between looks at each virtual cluster's certificates; a run renews those inside their renewal window"),
+    ("--agent-audit-interval", float, "seconds between passes writing the node agents' audit lines, taken off the "
+                                      "nodes by runs, to this log, logger kubenest.agent-audit"),
+)
+
+
+def _field(flag: str) -> str:
+    return flag[2:].replace("-", "_")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kubenest-operator", description=__doc__)
     p.add_argument("--version", action="version", version=f"kubenest-operator {__version__}")
@@ -55,38 +77,20 @@ def parser() -> argparse.ArgumentParser:
     scope.add_argument("--all-namespaces", "-A", action="store_true", help="serve all namespaces (the default)")
     p.add_argument("--playbook-dir", type=Path, default=None,
                    help="directory holding virtualcluster.yml (default: the installed kosmos.kubenest playbooks)")
-    p.add_argument("--max-parallel", type=positive_int, default=4, help="playbook runs at once (default 4)")
+    for flag, kind, text in PLAIN_OPTIONS:
+        p.add_argument(flag, type=kind, default=getattr(Config, _field(flag)), help=text + " (default %(default)g)")
     p.add_argument("--max-parallel-per-namespace", type=positive_int, default=None, metavar="N",
                    help="playbook runs at once for one namespace (default: half of --max-parallel, at least 1)")
-    p.add_argument("--max-parallel-upgrades", type=positive_int, default=1, metavar="N",
-                   help="of those, runs at once that an upgrade of the collection causes (default 1)")
+    p.add_argument("--max-parallel-upgrades", type=positive_int, default=Config.max_parallel_upgrades, metavar="N",
+                   help="of --max-parallel, runs at once that a collection upgrade causes (default %(default)s)")
     peer = p.add_mutually_exclusive_group()
     peer.add_argument("--peering", default=DEFAULT_PEERING,
-                      help=f"ClusterKopfPeering shared by the replicas (default {DEFAULT_PEERING})")
+                      help="ClusterKopfPeering shared by the replicas (default %(default)s)")
     peer.add_argument("--standalone", action="store_true", help="no peering: for a single local process")
     p.add_argument("--priority", type=int, default=None,
                    help="peering priority (default: below every live peer, so running replicas keep working)")
-    p.add_argument("--artifacts-keep", type=non_negative_int, default=10,
-                   help="finished runs whose private data dir is kept for debugging (default 10)")
     p.add_argument("--runs-dir", type=Path, default=None,
                    help=f"where run directories are made (default {default_runs_dir()})")
-    p.add_argument("--run-timeout", type=positive_int, default=3600, help="seconds a run may take (default 3600)")
-    p.add_argument("--backoff-base", type=float, default=10.0, help="first retry delay after a failed run (s)")
-    p.add_argument("--backoff-max", type=float, default=300.0, help="longest retry delay (s)")
-    p.add_argument("--progress-interval", type=float, default=2.0,
-                   help="least seconds between status.progress updates (default 2)")
-    p.add_argument("--watch-timeout", type=positive_int, default=300,
-                   help="seconds after which a watch request is renewed (default 300)")
-    p.add_argument("--node-wait-interval", type=float, default=15.0,
-                   help="seconds between looks at a virtual cluster waiting for nodes (default 15)")
-    p.add_argument("--resync-interval", type=float, default=30.0,
-                   help="seconds between full passes over Nodes and GlobalNodes (default 30; the first at start)")
-    p.add_argument("--cert-check-interval", type=float, default=3600.0,
-                   help="seconds between looks at each virtual cluster's certificates; a run renews those "
-                        "inside their renewal window (default 3600)")
-    p.add_argument("--agent-audit-interval", type=float, default=10.0,
-                   help="seconds between passes writing the node agents' audit lines, taken off the nodes by runs, "
-                        "to this log (logger kubenest.agent-audit; default 10)")
     p.add_argument("--site-vars", type=Path, default=None, metavar="FILE",
                    help="YAML mapping of variables for every run, e.g. kubenest_agent_ca_file/cert_file/key_file "
                         "(the agent client credentials) and kubenest_images_dir")
@@ -110,32 +114,24 @@ def metrics_address(text: str) -> str:
 
 
 def config_from_args(args: argparse.Namespace) -> Config:
-    return Config(
+    plain = {_field(flag): getattr(args, _field(flag)) for flag, _kind, _text in PLAIN_OPTIONS}
+    return Config(**dict(
+        plain,
         kubeconfig=kubeconfig_path(args.kubeconfig),
         namespaces=tuple(args.namespace),
         playbook_dir=(args.playbook_dir or default_playbook_dir()).resolve(),
-        max_parallel=args.max_parallel,
         max_parallel_upgrades=min(args.max_parallel, args.max_parallel_upgrades),
         max_parallel_per_namespace=min(args.max_parallel, args.max_parallel_per_namespace
                                        or max(1, args.max_parallel // 2)),
         peering=None if args.standalone else args.peering,
         priority=args.priority,
-        artifacts_keep=args.artifacts_keep,
         runs_dir=(args.runs_dir or default_runs_dir()).resolve(),
-        run_timeout=args.run_timeout,
-        progress_interval=args.progress_interval,
-        backoff_base=args.backoff_base,
         backoff_max=max(args.backoff_max, args.backoff_base),
-        watch_timeout=args.watch_timeout,
         liveness=args.liveness,
-        node_wait_interval=args.node_wait_interval,
-        resync_interval=args.resync_interval,
-        cert_check_interval=args.cert_check_interval,
-        agent_audit_interval=args.agent_audit_interval,
         site_vars=args.site_vars.resolve() if args.site_vars else None,
         allowed_registries=tuple(args.allowed_registries),
         spec_kubeconfig=args.spec_kubeconfig,
-    )
+    ))
 
 
 def main(argv: list[str] | None = None) -> int:
