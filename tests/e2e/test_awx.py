@@ -17,7 +17,7 @@ from kubernetes import client as k8s
 from sandbox.machines.config import from_env
 from sandbox.machines.pki import client_files
 from tests.support import rotation
-from tests.support.awx import AwxJob, JobResult, job_template
+from tests.support.awx import AwxJob, AwxWorkflow, JobResult, job_template
 from tests.support.nodes import assert_back_in_host_clean, globalnode, tenant_api
 from tests.support.virtualclusters import (
     delete_all_vcs,
@@ -31,6 +31,7 @@ NODES = "kosmos.kubenest promote or return nodes"
 DELETE = "kosmos.kubenest delete a virtual cluster"
 BACKUP, CHECK = "kosmos.kubenest back up a virtual cluster", "kosmos.kubenest check the node agents"
 RESTORE = "kosmos.kubenest restore a virtual cluster"
+CREATE_THEN_NODES = "kosmos.kubenest create a virtual cluster, then add its nodes"
 
 
 @pytest.fixture(scope="module")
@@ -54,10 +55,21 @@ def awx(host_cluster, tmp_path_factory):
         print(f"\n{template}: {result.status} in {time.monotonic() - started:.0f}s")
         return result
 
+    def launch_workflow(workflow: str, answers: dict, after) -> list[tuple[str, JobResult]]:
+        """A workflow through the stand-in for AWX's workflow engine (tests/support/awx.py, AwxWorkflow)."""
+        started = time.monotonic()
+        run = AwxWorkflow(tmp_path_factory.mktemp("workflow"), workflow, answers, credentials)
+        try:
+            ran = run.run(after)
+        finally:
+            jobs.extend(run.jobs)
+        print(f"\n{workflow}: {[(node, r.status) for node, r in ran]} in {time.monotonic() - started:.0f}s")
+        return ran
+
     with own_operator(sb, api, (), tmp_path_factory.mktemp("operator"), "--node-wait-interval", "5",
                       "--resync-interval", "10"):
         try:
-            yield sb, api, launch, jobs
+            yield sb, api, launch, jobs, launch_workflow
         finally:
             delete_all_vcs(api, NS, timeout=600)
 
@@ -80,7 +92,7 @@ def _tenant_nodes(api, name: str) -> set[str]:
 
 
 def test_a_survey_answer_is_data_never_a_template(awx):
-    _sb, _api, launch, _jobs = awx
+    _sb, _api, launch, _jobs, _workflow = awx
     marker = Path(f"/tmp/kn-awx-{uuid.uuid4().hex[:8]}")
     hostile = f"{{{{ lookup('pipe','touch {marker}') }}}}"
     result = launch(CREATE, {"kubenest_vc_namespace": NS, "kubenest_vc_name": hostile})
@@ -94,15 +106,26 @@ def test_a_survey_answer_is_data_never_a_template(awx):
 # it runs in make test-long, and in make test on its turn among the life cycles (tests/support/rotation.py).
 @rotation.turn("awx-life-cycle")
 def test_create_promote_return_back_up_check_and_delete_through_the_job_templates(awx, tmp_path):
-    sb, api, launch, jobs = awx
-    _successful(launch(CREATE, {"kubenest_vc_namespace": NS, "kubenest_vc_name": "portal",
-                                "kubenest_vc_pod_network": "bridge", "kubenest_vc_nodes": "kn-w1"}))
+    sb, api, launch, jobs, launch_workflow = awx
+    seen = {}
+
+    def after(node: str, result: JobResult) -> None:
+        _successful(result)
+        vc = get_vc(api, NS, "portal")
+        seen[node] = (vc["spec"].get("promoteResources"), _tenant_nodes(api, "portal"))
+
+    # The workflow: the control plane alone, Ready without nodes, then its node.
+    ran = launch_workflow(CREATE_THEN_NODES, {"kubenest_vc_namespace": NS, "kubenest_vc_name": "portal",
+                                              "kubenest_vc_pod_network": "bridge", "kubenest_nodes_names": "kn-w1"},
+                          after)
+    assert [node for node, _ in ran] == ["control-plane", "nodes"]
+    assert seen == {"control-plane": (None, set()), "nodes": ({"nodes": ["kn-w1"]}, {"kn-w1"})}
     assert _tenant_nodes(api, "portal") == {"kn-w1"}
     assert globalnode(api, "kn-w1")["status"]["virtualCluster"] == f"{NS}/portal"
     admin_kubeconfig = k8s.CoreV1Api(api).read_namespaced_secret("portal-admin-kubeconfig", NS).data["kubeconfig"]
 
     _successful(launch(NODES, {"kubenest_vc_namespace": NS, "kubenest_vc_name": "portal",
-                               "kubenest_vc_nodes": "kn-w2"}))
+                               "kubenest_nodes_names": "kn-w2"}))
     assert _tenant_nodes(api, "portal") == {"kn-w2"}
     assert_back_in_host_clean(sb, api, "kn-w1")
     assert get_vc(api, NS, "portal")["spec"]["podNetwork"] == "bridge"  # the rest of the spec stayed

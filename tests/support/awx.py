@@ -60,6 +60,18 @@ def job_template(name: str) -> dict:
 MACHINE = "Machine"
 
 
+def workflow_template(name: str) -> dict:
+    return next(t for t in definitions()["kubenest_awx_workflow_job_templates"] if t["name"] == name)
+
+
+def passed_to(template: dict, variables: dict) -> dict:
+    """What AWX hands a job template of a workflow's variables: with its survey enabled and no prompt for extra
+    vars (as every template here), only the variables its survey asks for; the others are dropped."""
+    assert not template.get("ask_variables_on_launch"), "this stand-in knows surveys, not open extra vars"
+    asked = {q["variable"] for q in template["survey"]}
+    return {k: v for k, v in variables.items() if k in asked}
+
+
 def credential_type(name: str) -> dict:
     return next(t for t in definitions()["kubenest_awx_credential_types"] if t["name"] == name)
 
@@ -202,3 +214,57 @@ class AwxJob:
         rc = int((artifacts / "rc").read_text()) if (artifacts / "rc").is_file() else -1
         stdout = (artifacts / "stdout").read_text() if (artifacts / "stdout").is_file() else process.stdout
         return JobResult(status, rc, stdout, artifacts)
+
+
+class AwxWorkflow:
+    """One launch of a workflow job template: a stand-in for AWX's workflow engine, used only by the e2e tests.
+
+    What it keeps of AWX (docs/workflow.md and docs/prompting.md of AWX): the workflow's survey is checked like a
+    job template's; the root nodes run first and a node's children run after it, the success nodes when its job
+    succeeded, the failure nodes when it failed, the always nodes either way; each job gets the node's own extra
+    data overridden by the workflow's answers, of which it keeps only what its template's survey asks for
+    (`passed_to`). Each job runs the way AWX runs a job (AwxJob). Not kept: approval nodes, artifacts handed on
+    by set_stats, convergence, nodes running side by side (these run one at a time, in the order of the tree).
+    tests/unit/collection/test_awx_definitions.py shows this order and filtering on the definitions."""
+
+    def __init__(self, workdir: Path, workflow_name: str, answers: dict, credentials: dict[str, dict]):
+        self.workflow = workflow_template(workflow_name)
+        check_answers(self.workflow, answers)
+        self.workdir, self.answers, self.credentials = workdir, answers, credentials
+        self.jobs: list[AwxJob] = []
+
+    def order(self, outcome) -> list[tuple[str, str]]:
+        """(node, template name) in the order they run, `outcome(node)` giving True where the job succeeds."""
+        nodes = {n["identifier"]: n for n in self.workflow["workflow_nodes"]}
+        children = {c["identifier"] for n in nodes.values() for kind in ("success_nodes", "failure_nodes",
+                                                                         "always_nodes")
+                    for c in (n.get("related") or {}).get(kind, [])}
+        ran, queue = [], [i for i in nodes if i not in children]
+        while queue:
+            identifier = queue.pop(0)
+            node = nodes[identifier]
+            ran.append((identifier, node["unified_job_template"]["name"]))
+            related = node.get("related") or {}
+            follow = ["success_nodes" if outcome(identifier) else "failure_nodes", "always_nodes"]
+            queue += [c["identifier"] for kind in follow for c in related.get(kind, [])]
+        return ran
+
+    def run(self, after=None) -> list[tuple[str, JobResult]]:
+        """Runs the jobs; `after(node, result)` is called after each one. Returns each node with its job's result."""
+        nodes = {n["identifier"]: n for n in self.workflow["workflow_nodes"]}
+        results: dict[str, JobResult] = {}
+
+        def launch(identifier: str) -> bool:
+            node = nodes[identifier]
+            template = job_template(node["unified_job_template"]["name"])
+            answers = passed_to(template, {**node.get("extra_data", {}), **self.answers})
+            credentials = {k: self.credentials[k] for k in template["credential_types"]}
+            job = AwxJob(self.workdir / identifier, template["name"], answers, credentials)
+            self.jobs.append(job)
+            results[identifier] = job.run()
+            if after is not None:
+                after(identifier, results[identifier])
+            return results[identifier].status == "successful"
+
+        ran = self.order(launch)
+        return [(identifier, results[identifier]) for identifier, _ in ran]
