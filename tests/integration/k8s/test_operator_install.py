@@ -60,6 +60,24 @@ def test_without_the_agents_client_pair_it_stops_before_writing_anything(own_api
     assert NS not in names
 
 
+# A host older than 1.30 serves no admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy. Stood in for by a
+# 1.36 API server with that API and its admission plugin turned off, which is what such a host lacks here.
+OLD_HOST_ARGS = ("--runtime-config=admissionregistration.k8s.io/v1/validatingadmissionpolicies=false,"
+                 "admissionregistration.k8s.io/v1/validatingadmissionpolicybindings=false",
+                 "--disable-admission-plugins=ValidatingAdmissionPolicy")
+
+
+def test_a_host_without_admission_policies_is_refused_before_anything_is_applied(k8s_bin_dir, agent_pair):
+    with ApiServer(extra_args=OLD_HOST_ARGS) as old_host:
+        proc = _play(old_host, _awx_env(agent_pair), "-e", "kubenest_operator_wait=false")
+        assert proc.returncode != 0
+        assert "it takes a host of Kubernetes 1.30 or newer" in proc.stdout, proc.stdout[-3000:]
+        client = kubernetes.config.new_client_from_config(str(old_host.kubeconfig))
+        crds = kubernetes.client.ApiextensionsV1Api(client).list_custom_resource_definition().items
+        assert not [crd.metadata.name for crd in crds]
+        assert NS not in {ns.metadata.name for ns in kubernetes.client.CoreV1Api(client).list_namespace().items}
+
+
 def test_installs_and_upgrades_from_the_environment_awx_injects(own_apiserver, agent_pair):
     env = _awx_env(agent_pair)
     answers = ["-e", "kubenest_operator_wait=false",
