@@ -3,7 +3,8 @@ the real tasks on a real API server, the version a kubelet reports as a Node's s
 writes it) and the pinned kubelet's own `--version`.
 
 - Promotion (host_kubelet.yml): a tenant that would run the host's kubelet, and is on an older minor than it, is
-  refused naming both versions; a tenant of the kubelet's minor is not.
+  refused naming both versions; a tenant of the kubelet's minor is not. A kubelet program the site names is judged
+  by its own `--version`, and one that does not run is refused too.
 - Upgrade (kubelet_upgrade.yml): the kubelet a node moves to is the program it would run, by its `--version`. A
   program newer than the tenant's new version is refused before the node is cordoned; one the node already runs (a
   tenant whose nodes keep the host's kubelet, a minor behind the new version) leaves the node alone, where it was
@@ -69,14 +70,14 @@ def _play(tmp_path, apiserver, tasks):
     return run_playbook(play, inventory, tmp_path / "control")
 
 
-def _promotion(tmp_path, apiserver, version):
+def _promotion(tmp_path, apiserver, version, kubelet_bin=""):
     return _play(tmp_path, apiserver, [
         {"name": "Look up the host Node", "kosmos.kubenest.kube_info": {
             "kubeconfig": str(apiserver.kubeconfig), "kind": "Node", "name": NODE},
          "register": "node_promote_host_node"},
         {"name": "check", "ansible.builtin.include_tasks": str(HOST_KUBELET_TASKS), "vars": {
             "node_promote_vc": {"namespace": "t", "name": "vc", "kubernetes_version": version},
-            "node_promote_kubelet_own_version": False, "node_promote_kubelet_bin": ""}}])
+            "node_promote_kubelet_own_version": False, "node_promote_kubelet_bin": kubelet_bin}}])
 
 
 def test_a_tenant_older_than_the_hosts_kubelet_is_refused_before_promotion_naming_both(node, apiserver, tmp_path):
@@ -91,6 +92,32 @@ def test_a_tenant_older_than_the_hosts_kubelet_is_refused_before_promotion_namin
                               f"untouched: the tenant would run its host kubelet, and kubelet {PINNED} is newer "
                               f"than the API servers' {OLDER}")
     assert "kubenest_kubelet_binaries" in message
+
+
+@pytest.mark.skipif(KUBELET is None, reason="the pinned kubelet is built with `make k8s`")
+def test_a_kubelet_program_of_the_sites_is_judged_by_its_own_version_before_promotion(node, apiserver, tmp_path):
+    """node_promote_kubelet_bin: the program's `--version` on the node, not the host Node's kubelet, is what the
+    tenant would run; a program that does not run there is refused as well, before anything changes."""
+    check = "Check that the tenant may run the site's kubelet program"
+    same = _promotion(tmp_path, apiserver, PINNED, str(KUBELET))
+    assert same.rc == 0, same.stderr
+    assert not same.task(check, NODE).get("failed")
+    assert same.task("Check that the tenant may run the host's kubelet", NODE).get("skipped")
+
+    refused = _promotion(tmp_path, apiserver, OLDER, str(KUBELET))
+    assert refused.rc != 0
+    assert refused.task(check, NODE)["msg"].startswith(
+        f"[kubenest:permanent:KubeletVersionSkew] {NODE} is left in the host cluster untouched: the tenant would "
+        f"run {KUBELET}, and kubelet {PINNED} is newer than the API servers' {OLDER}")
+
+    missing = tmp_path / "no-kubelet"
+    absent = _promotion(tmp_path, apiserver, PINNED, str(missing))
+    assert absent.rc != 0
+    message = absent.task(check, NODE)["msg"]
+    assert message.startswith(f"[kubenest:permanent:KubeletProgram] {NODE} is left in the host cluster untouched: "
+                              f"the kubelet program node_promote_kubelet_bin names, {missing}, does not run there ("), (
+        message)
+    assert "not found" in message, message
 
 
 def _upgrade(tmp_path, apiserver, version):
