@@ -130,6 +130,12 @@ def test_create_promote_return_back_up_check_and_delete_through_the_job_template
     assert_back_in_host_clean(sb, api, "kn-w1")
     assert get_vc(api, NS, "portal")["spec"]["podNetwork"] == "bridge"  # the rest of the spec stayed
 
+    # The workflow again, on the virtual cluster as it is: its node stays in through the create step.
+    seen.clear()
+    launch_workflow(CREATE_THEN_NODES, {"kubenest_vc_namespace": NS, "kubenest_vc_name": "portal",
+                                        "kubenest_vc_pod_network": "bridge", "kubenest_nodes_names": "kn-w2"}, after)
+    assert seen == {"control-plane": ({"nodes": ["kn-w2"]}, {"kn-w2"}), "nodes": ({"nodes": ["kn-w2"]}, {"kn-w2"})}
+
     dest, passphrase = tmp_path / "portal.kbk", "correct horse battery staple"
     _successful(launch(BACKUP, {"kubenest_backup_namespace": NS, "kubenest_backup_name": "portal",
                                 "kubenest_backup_dest": str(dest), "kubenest_backup_passphrase": passphrase}))

@@ -128,9 +128,14 @@ def test_create_then_add_nodes_creates_the_control_plane_alone_and_promotes_afte
     assert [node for node, _ in workflow.order(lambda node: False)] == ["control-plane"]
 
     create, nodes = (job_template(name) for _, name in workflow.order(lambda node: True))
-    to_create, to_nodes = passed_to(create, answers), passed_to(nodes, answers)
-    assert not CREATE_NODE_VARIABLES & {q["variable"] for q in WORKFLOWS[0]["survey"]}
-    assert to_create == {k: v for k, v in answers.items() if not k.startswith("kubenest_nodes_")}
+    step = next(n for n in workflow.workflow["workflow_nodes"] if n["identifier"] == "control-plane")
+    to_create, to_nodes = passed_to(create, {**step["extra_data"], **answers}), passed_to(nodes, answers)
+    asked = {q["variable"] for q in workflow.workflow["survey"]}
+    assert not CREATE_NODE_VARIABLES & asked
+    # The create step keeps the nodes a virtual cluster that exists holds: no answer of the workflow overrides it.
+    assert "kubenest_vc_keep_nodes" not in asked
+    assert to_create == {**{k: v for k, v in answers.items() if not k.startswith("kubenest_nodes_")},
+                         "kubenest_vc_keep_nodes": "yes"}
     assert to_nodes == {k: v for k, v in answers.items() if k.startswith("kubenest_nodes_")
                         or k in ("kubenest_vc_namespace", "kubenest_vc_name")}
     check_answers(create, to_create)
