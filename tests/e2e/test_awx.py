@@ -118,7 +118,7 @@ def test_create_promote_return_back_up_check_and_delete_through_the_job_template
     ran = launch_workflow(CREATE_THEN_NODES, {"kubenest_vc_namespace": NS, "kubenest_vc_name": "portal",
                                               "kubenest_vc_pod_network": "bridge", "kubenest_nodes_names": "kn-w1"},
                           after)
-    assert [node for node, _ in ran] == ["control-plane", "nodes"]
+    assert [node for node, _result in ran] == ["control-plane", "nodes"]
     assert seen == {"control-plane": (None, set()), "nodes": ({"nodes": ["kn-w1"]}, {"kn-w1"})}
     assert _tenant_nodes(api, "portal") == {"kn-w1"}
     assert globalnode(api, "kn-w1")["status"]["virtualCluster"] == f"{NS}/portal"

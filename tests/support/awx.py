@@ -267,4 +267,4 @@ class AwxWorkflow:
             return results[identifier].status == "successful"
 
         ran = self.order(launch)
-        return [(identifier, results[identifier]) for identifier, _ in ran]
+        return [(identifier, results[identifier]) for identifier, _template in ran]

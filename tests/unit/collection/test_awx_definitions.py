@@ -125,9 +125,9 @@ def test_create_then_add_nodes_creates_the_control_plane_alone_and_promotes_afte
         ("control-plane", "kosmos.kubenest create or update a virtual cluster"),
         ("nodes", "kosmos.kubenest promote or return nodes")]
     # no nodes are asked for when the control plane failed
-    assert [node for node, _ in workflow.order(lambda node: False)] == ["control-plane"]
+    assert [node for node, _template in workflow.order(lambda node: False)] == ["control-plane"]
 
-    create, nodes = (job_template(name) for _, name in workflow.order(lambda node: True))
+    create, nodes = (job_template(name) for _node, name in workflow.order(lambda node: True))
     step = next(n for n in workflow.workflow["workflow_nodes"] if n["identifier"] == "control-plane")
     to_create, to_nodes = passed_to(create, {**step["extra_data"], **answers}), passed_to(nodes, answers)
     asked = {q["variable"] for q in workflow.workflow["survey"]}
