@@ -10,6 +10,7 @@ from typing import Any
 from .agent_audit import AgentAudit
 from .agent_client import AgentClientIdentity
 from .extravars import load_site_vars
+from .host_objects import HostObjects
 from .kube import Api, host_connection
 from .revision import desired_state_revision
 from .runs import PlaybookRunner, RunDirs
@@ -29,6 +30,8 @@ class Context:
     revision: str = ""  # of the desired state the playbooks, roles and plugins give (revision.py)
     # Runs an upgrade of the collection causes, --max-parallel-upgrades at a time (handlers.py).
     upgrades: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(1))
+    # What the looks read of each namespace, shared by its virtual clusters (health.py).
+    host_objects: HostObjects = field(default_factory=lambda: HostObjects(0.0))
 
     @classmethod
     def create(cls, config: Config) -> Context:
@@ -47,7 +50,9 @@ class Context:
         return cls(config, api, runner,
                    RunSlots(config.max_parallel, config.max_parallel_per_namespace), ObjectLocks(), identity, audit,
                    revision=desired_state_revision(config.playbook_dir.parent),
-                   upgrades=asyncio.Semaphore(config.max_parallel_upgrades))
+                   upgrades=asyncio.Semaphore(config.max_parallel_upgrades),
+                   # A look sees the host at most this old: a small part of the interval between looks.
+                   host_objects=HostObjects(min(5.0, config.resync_interval / 6)))
 
     def run_site_vars(self, logger: logging.Logger) -> dict[str, Any]:
         """The site variables of a run: the site's file, the agent client pair to use, the audit directory."""

@@ -152,6 +152,7 @@ async def execute(ctx: Context, body: kopf.Body, state: str, phase: str, logger:
         outcome = RunOutcome(run_id, "error", None, 0.0)
         tracker.note(summarize(f"could not run {playbook}: {exc}"))
     finally:
+        ctx.host_objects.changed(namespace)
         stop.set()
         if watcher is not None:
             watcher.cancel()

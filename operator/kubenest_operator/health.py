@@ -85,13 +85,21 @@ def workloads(name: str) -> list[dict[str, Any]]:
 
 def list_objects(host: Lender, namespace: str, name: str) -> dict[str, dict[str, Any]]:
     """{"Kind/name": object as the API returns it} of the virtual cluster's labelled objects (blocking)."""
-    found = {}
+    return list_by_virtualcluster(host, namespace, name).get(name, {})
+
+
+def list_by_virtualcluster(host: Lender, namespace: str,
+                           name: str | None = None) -> dict[str, dict[str, dict[str, Any]]]:
+    """{virtual cluster: {"Kind/name": object}} of the labelled objects of one virtual cluster, or with no `name`
+    of every virtual cluster in the namespace (blocking)."""
+    found: dict[str, dict[str, dict[str, Any]]] = {}
     with host.client() as api:
         for kind in KINDS:
             listed = api.request("GET", kind.collection.format(namespace=namespace),
-                                 query={"labelSelector": f"{LABEL}={name}"})
+                                 query={"labelSelector": f"{LABEL}={name}" if name else LABEL})
             for obj in listed.get("items") or []:
-                found[f"{kind.name}/{obj['metadata']['name']}"] = obj
+                owner = ((obj.get("metadata") or {}).get("labels") or {}).get(LABEL, "")
+                found.setdefault(owner, {})[f"{kind.name}/{obj['metadata']['name']}"] = obj
     return found
 
 
@@ -180,11 +188,18 @@ def ask_tenant(tenants: TenantClients, namespace: str, name: str,
         or []) for node in nodes}
 
 
-async def admin_kubeconfig(ctx: Context, namespace: str, status: Mapping[str, Any]) -> bytes | None:
+async def admin_kubeconfig(ctx: Context, namespace: str, status: Mapping[str, Any],
+                           objects: Mapping[str, Mapping[str, Any]]) -> bytes | None:
+    """From its Secret as listed with the virtual cluster's objects, else as read now."""
     ref = status.get("kubeconfigSecretRef") or {}
     if not ref.get("name"):
         return None
-    value = (await unless_gone(ctx.api.read_secret_data(namespace, ref["name"])) or {}).get(ref.get("key", ""))
+    listed = objects.get(f"Secret/{ref['name']}")
+    if listed is not None:
+        data = listed.get("data") or {}
+    else:
+        data = await unless_gone(ctx.api.read_secret_data(namespace, ref["name"])) or {}
+    value = data.get(ref.get("key", ""))
     return base64.b64decode(value) if value else None
 
 
@@ -196,10 +211,10 @@ async def assess(ctx: Context, body: Mapping[str, Any], control_plane: bool = Tr
     namespace, name = metadata["namespace"], metadata["name"]
     found = Assessment()
     if control_plane:
-        objects = await asyncio.to_thread(list_objects, ctx.api.host, namespace, name)
+        objects = await ctx.host_objects.of(namespace, name, lambda: list_by_virtualcluster(ctx.api.host, namespace))
         expected = status.get("controlPlaneObjects") or workloads(name)
         found.findings = assess_objects(objects, expected)
-        kubeconfig = await admin_kubeconfig(ctx, namespace, status)
+        kubeconfig = await admin_kubeconfig(ctx, namespace, status, objects)
         if kubeconfig is None:
             secret = (status.get("kubeconfigSecretRef") or {}).get("name")
             recorded = any(entry.get("kind") == "Secret" and entry.get("name") == secret for entry in expected)
