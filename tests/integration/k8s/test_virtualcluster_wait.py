@@ -12,9 +12,8 @@ from pathlib import Path
 import kubernetes
 import pytest
 import yaml
-from kubernetes.client.rest import ApiException
 
-from tests.support.virtualclusters import install_crds
+from tests.support.virtualclusters import ensure_namespace, install_crds
 
 GROUP, VERSION, NS = "kosmos.io", "v1alpha1", "wait-tests"
 REPO = Path(__file__).resolve().parents[3]
@@ -23,11 +22,7 @@ REPO = Path(__file__).resolve().parents[3]
 @pytest.fixture(scope="module")
 def custom(apiserver, api_client):
     install_crds(apiserver.kubeconfig)
-    try:
-        kubernetes.client.CoreV1Api(api_client).create_namespace({"metadata": {"name": NS}})
-    except ApiException as exc:
-        if exc.status != 409:
-            raise
+    ensure_namespace(api_client, NS)
     return kubernetes.client.CustomObjectsApi(api_client)
 
 
