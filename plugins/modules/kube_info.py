@@ -69,16 +69,10 @@ options:
     description: Seconds between reads while waiting.
     type: float
     default: 1
-attributes:
-  check_mode:
-    support: full
-    description: Only reads.
-  diff_mode:
-    support: none
-    description: Only reads.
 extends_documentation_fragment:
   - kosmos.kubenest.kube_client
   - kosmos.kubenest.attributes.action
+  - kosmos.kubenest.attributes.read_only
 """
 
 EXAMPLES = r"""

@@ -17,16 +17,10 @@ description:
 author:
   - kosmos.kubenest maintainers (@kosmos-kubenest)
 options: {}
-attributes:
-  check_mode:
-    support: full
-    description: Only reads.
-  diff_mode:
-    support: none
-    description: Only reads.
 extends_documentation_fragment:
   - kosmos.kubenest.kube_client
   - kosmos.kubenest.attributes.action
+  - kosmos.kubenest.attributes.read_only
 notes:
   - Needs the GlobalNode CRD installed in the host cluster.
 seealso:

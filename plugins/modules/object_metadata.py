@@ -63,16 +63,10 @@ options:
         description: Its uid; empty for a run with no VirtualCluster object behind it (labels decide then).
         type: str
         default: ""
-attributes:
-  check_mode:
-    support: full
-    description: Only reads.
-  diff_mode:
-    support: none
-    description: Only reads.
 extends_documentation_fragment:
   - kosmos.kubenest.kube_client
   - kosmos.kubenest.attributes.action
+  - kosmos.kubenest.attributes.read_only
 """
 
 EXAMPLES = r"""
