@@ -1,4 +1,5 @@
-"""kubectl kubenest: a tenant's kubeconfig, where a virtual cluster stands, who holds which node, node moves.
+"""kubectl kubenest: a tenant's kubeconfig, where a virtual cluster stands, who holds which node, node moves,
+held nodes given back.
 
 kubectl runs `kubectl-kubenest` from PATH for `kubectl kubenest ...`; it reads the same kubeconfig as kubectl
 (`--kubeconfig`, `$KUBECONFIG`, `~/.kube/config`, `--context`) with the kosmos.kubenest collection's own API
@@ -178,6 +179,28 @@ def cmd_move(args, out) -> int:
     return 0
 
 
+def cmd_clear(args, out) -> int:
+    """Held nodes go back once cleared: the operator clears each GlobalNode annotated so (its clears.py)."""
+    protocol = collection.globalnodes()
+    api = _api(args)
+    path = f"/apis/{GROUP}/{VERSION}/globalnodes/"
+    found = {name: _call(api, f"globalnode {name}", "GET", path + name, ok_missing=True)
+             for name in dict.fromkeys(args.nodes)}
+    refused = protocol.clear_refusals(found)
+    if refused:
+        raise PluginError(f"only held nodes are cleared, and nothing was asked: {'; '.join(refused)}")
+    for name, node in found.items():
+        if protocol.CLEAR_ANNOTATION in ((node.get("metadata") or {}).get("annotations") or {}):
+            out.write(f"globalnode {name} was asked to be cleared already\n")
+            continue
+        _call(api, f"globalnode {name}", "PATCH", path + name, content_type=MERGE_PATCH,
+              body={"metadata": {"annotations": {protocol.CLEAR_ANNOTATION: "asked",
+                                                 protocol.CLEAR_FAILED_ANNOTATION: None}}})
+        out.write(f"globalnode {name} asked to be cleared; the operator wipes it and gives it back to the pool: "
+                  "kubectl kubenest nodes\n")
+    return 0
+
+
 CONNECTION = ("kubeconfig", "context", "namespace")
 
 
@@ -216,6 +239,10 @@ def parser() -> argparse.ArgumentParser:
         mv.add_argument("ref", metavar="NAMESPACE/NAME")
         mv.add_argument("nodes", nargs="+", metavar="NODE")
         mv.set_defaults(run=cmd_move)
+
+    cl = command("clear", "give held nodes back to the pool once cleared (the operator wipes and rejoins them)")
+    cl.add_argument("nodes", nargs="+", metavar="NODE")
+    cl.set_defaults(run=cmd_clear)
 
     rt = command("retry", "run the spec again, also one that failed for good, once its cause is fixed")
     rt.add_argument("ref", metavar="NAMESPACE/NAME")

@@ -34,6 +34,10 @@ def kube_api() -> ModuleType:
     return _module("kube_api")
 
 
+def globalnodes() -> ModuleType:
+    return _module("globalnodes")
+
+
 def kubeconfig() -> ModuleType:
     return _module("kubeconfig")
 

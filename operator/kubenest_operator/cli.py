@@ -161,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     from . import (  # noqa: F401
         activities,
         agent_audit,
+        clears,
         events,
         globalnodes,
         handlers,

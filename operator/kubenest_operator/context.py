@@ -9,6 +9,7 @@ from typing import Any
 
 from .agent_audit import AgentAudit
 from .agent_client import AgentClientIdentity
+from .clears import NodeClears
 from .extravars import load_site_vars
 from .host_objects import HostObjects
 from .kube import Api, host_connection
@@ -32,6 +33,8 @@ class Context:
     upgrades: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(1))
     # What the looks read of each namespace, shared by its virtual clusters (health.py).
     host_objects: HostObjects = field(default_factory=lambda: HostObjects(0.0))
+    # Held nodes being cleared, one run per node (clears.py).
+    node_clears: NodeClears = field(default_factory=NodeClears)
 
     @classmethod
     def create(cls, config: Config) -> Context:

@@ -26,6 +26,10 @@ FREE, RESERVED, OCCUPIED, RETURNING, HELD = "free", "reserved", "occupied", "ret
 STATES = (FREE, RESERVED, OCCUPIED, RETURNING, HELD)
 OWNED = (RESERVED, OCCUPIED, RETURNING, HELD)
 CONDITION = "Claimed"
+# A held node asks to be cleared and given back with this annotation (the operator runs playbooks/node_clear.yml);
+# a clear that failed leaves the node held and says why in the second one.
+CLEAR_ANNOTATION = "kubenest.kosmos.io/clear"
+CLEAR_FAILED_ANNOTATION = "kubenest.kosmos.io/clear-failed"
 # Which state a transition may start from, by target state.
 ALLOWED_FROM = {
     RESERVED: (FREE, RESERVED),
@@ -75,6 +79,18 @@ def node_facts(node):
     spec = node.get("spec") or {}
     return {"nodeIP": spec.get("nodeIP"), "labels": spec.get("labels") or {}, "state": state_of(node),
             "virtualCluster": owner_of(node), "agentCertificates": agent_pins_of(node)}
+
+
+def clear_refusals(found):
+    """Why each of `found` ({name: GlobalNode or None}) cannot be cleared; empty when all can."""
+    why = []
+    for name, node in found.items():
+        if node is None:
+            why.append("no GlobalNode %s" % name)
+        elif state_of(node) != HELD:
+            owner = owner_of(node)
+            why.append("%s is %s%s, not held" % (name, state_of(node), " by %s" % owner if owner else ""))
+    return why
 
 
 def address_of(node):

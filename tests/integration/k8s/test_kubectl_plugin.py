@@ -23,7 +23,7 @@ from tests.support.virtualclusters import install_crds
 GROUP, VERSION = "kosmos.io", "v1alpha1"
 NS = "kubectl-plugin"
 # The API server is shared with the other test files of a worker: GlobalNodes (cluster-scoped) named for this one.
-W1, W2 = "kp-w1", "kp-w2"
+W1, W2, W3 = "kp-w1", "kp-w2", "kp-w3"
 
 
 @pytest.fixture(scope="module")
@@ -50,14 +50,15 @@ def world(apiserver, api_client):
                         "lastTransitionTime": "2026-12-03T11:00:00Z"}],
         "kubeconfigSecretRef": {"name": "named-admin-kubeconfig", "key": "kubeconfig"}}},
         _content_type="application/merge-patch+json")
-    for name, status in ((W1, {"state": "occupied", "virtualCluster": f"{NS}/named"}), (W2, {"state": "free"})):
+    for name, status in ((W1, {"state": "occupied", "virtualCluster": f"{NS}/named"}), (W2, {"state": "free"}),
+                         (W3, {"state": "held", "virtualCluster": f"{NS}/gone"})):
         custom.create_cluster_custom_object(GROUP, VERSION, "globalnodes", {
             "apiVersion": f"{GROUP}/{VERSION}", "kind": "GlobalNode", "metadata": {"name": name},
             "spec": {"nodeIP": "198.18.0.12"}})
         custom.patch_cluster_custom_object_status(GROUP, VERSION, "globalnodes", name, {"status": status},
                                                   _content_type="application/merge-patch+json")
     yield apiserver, custom
-    for name in (W1, W2):
+    for name in (W1, W2, W3):
         custom.delete_cluster_custom_object(GROUP, VERSION, "globalnodes", name)
     core.delete_namespace(NS)
 
@@ -141,6 +142,26 @@ def test_promote_and_return_edit_the_spec_and_refuse_what_they_cannot_do(world):
     policy = kubectl(apiserver, "kubenest", "promote", f"{NS}/by-label", "kn-w2")
     assert policy.returncode == 1 and "chooses its nodes by promotePolicies" in policy.stderr
     assert spec_nodes(custom, "named") == ["kn-w2"] and spec_nodes(custom, "by-label") is None
+
+
+def test_clear_asks_for_held_nodes_only_and_changes_nothing_when_one_is_not(world):
+    apiserver, custom = world
+
+    def annotations(name):
+        node = custom.get_cluster_custom_object(GROUP, VERSION, "globalnodes", name)
+        return node["metadata"].get("annotations") or {}
+
+    refused = kubectl(apiserver, "kubenest", "clear", W3, W2, "kp-none")
+    assert refused.returncode == 1
+    assert refused.stderr == (f"error: only held nodes are cleared, and nothing was asked: {W2} is free, not held; "
+                              "no GlobalNode kp-none\n")
+    assert annotations(W3) == {} and annotations(W2) == {}
+    asked = kubectl(apiserver, "kubenest", "clear", W3)
+    assert asked.returncode == 0, asked.stderr
+    assert asked.stdout.startswith(f"globalnode {W3} asked to be cleared;")
+    assert annotations(W3) == {"kubenest.kosmos.io/clear": "asked"}
+    again = kubectl(apiserver, "kubenest", "clear", W3)
+    assert again.returncode == 0 and again.stdout == f"globalnode {W3} was asked to be cleared already\n"
 
 
 def test_retry_changes_only_the_annotation_the_operator_watches(world):

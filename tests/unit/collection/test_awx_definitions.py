@@ -48,7 +48,7 @@ def test_every_playbook_asked_for_is_a_job_template():
         "playbooks/virtualcluster_apply.yml", "playbooks/virtualcluster_nodes.yml",
         "playbooks/virtualcluster_delete.yml", "playbooks/etcd_backup.yml", "playbooks/etcd_restore.yml",
         "playbooks/agent_check.yml", "playbooks/operator_install.yml", "playbooks/install_agent.yml",
-        "playbooks/remove_agent.yml"}
+        "playbooks/remove_agent.yml", "playbooks/globalnode_clear.yml"}
 
 
 @pytest.mark.parametrize("name", sorted(TYPES))
