@@ -7,8 +7,6 @@ without a running kubelet. The kill points are tasks of the node_promote role, s
 
 from __future__ import annotations
 
-import json
-import time
 from pathlib import Path
 
 import pytest
@@ -16,9 +14,9 @@ import yaml
 from kubernetes import client as k8s
 
 from tests.support import rotation
+from tests.support.kills import kill_at
 from tests.support.nodes import globalnode, host_node, host_node_ready, kubelet_cert_issuer, on_node
 from tests.support.virtualclusters import (
-    OperatorProcess,
     create_vc,
     delete_vc,
     get_vc,
@@ -65,40 +63,6 @@ def operator(host_cluster, tmp_path_factory):
         yield sb, api, proc, proc.runs_dir
 
 
-def _kill_at(proc: OperatorProcess, runs: Path, name: str, task: str, timeout: float = 900) -> str:
-    """SIGKILL the operator (and its playbook) once a run of `name` starts `task`; start it again.
-
-    The run's own events are read as ansible-runner writes them: status.progress is sampled and names only the
-    latest task to start, so a short node task followed at once by a task of the control plane (strategy free)
-    may never appear there."""
-    pattern = f"run-*-{NS}.{name}-*/artifacts/*/job_events/*.json"
-    read = set(runs.glob(pattern))  # events of earlier points and runs
-    started: list[str] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        # Finished events are "<counter>-<uuid>.json"; "<uuid>-partial.json" are halves still being merged.
-        fresh = [p for p in set(runs.glob(pattern)) - read if p.name.split("-", 1)[0].isdigit()]
-        for path in sorted(fresh, key=lambda p: (p.parent, int(p.name.split("-", 1)[0]))):
-            try:
-                event = json.loads(path.read_text())
-            except (OSError, ValueError):  # pruned with its run: nothing to read
-                read.add(path)
-                continue
-            read.add(path)
-            if event.get("event") not in ("playbook_on_task_start", "runner_on_start"):
-                continue
-            current = (event.get("event_data") or {}).get("task") or ""
-            if not started or started[-1] != current:
-                started.append(current)
-            if task in current:
-                proc.kill()
-                time.sleep(2)
-                proc.start()
-                return current
-        time.sleep(0.02)
-    raise AssertionError(f"{name}'s run never started task {task!r} in {timeout:.0f}s; last tasks: {started[-8:]}")
-
-
 def _in_tenant_only(sb, api, vc) -> None:
     status = globalnode(api, NODE)["status"]
     assert status["state"] == "occupied" and status["virtualCluster"] == f"{NS}/{vc['metadata']['name']}", status
@@ -128,11 +92,11 @@ def test_a_killed_operator_leaves_the_node_in_exactly_one_cluster(operator, prom
     if get_vc(api, NS, name) is not None:  # left by a failed point: each point starts from a free node
         delete_vc(api, NS, name, timeout=900)
     create_vc(api, NS, name, {"promoteResources": {"nodes": [NODE]}})
-    print(f"\npromotion killed at {_kill_at(proc, runs, name, promotion_task)!r}")
+    print(f"\npromotion killed at {kill_at(proc, runs, NS, name, promotion_task)!r}")
     vc = wait_ready(api, NS, name, timeout=900)
     _in_tenant_only(sb, api, vc)
 
     k8s.CustomObjectsApi(api).delete_namespaced_custom_object("kosmos.io", "v1alpha1", NS, "virtualclusters", name)
-    print(f"return killed at {_kill_at(proc, runs, name, return_task)!r}")
+    print(f"return killed at {kill_at(proc, runs, NS, name, return_task)!r}")
     wait_for(lambda: get_vc(api, NS, name) is None, 900, f"{name} deleted after the restart")
     _in_host_only(sb, api)

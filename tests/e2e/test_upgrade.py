@@ -23,13 +23,15 @@ tenant answering throughout, and its status names what went back; the spec set b
 
 A fifth, with one node, moves to a kubelet that cannot start (a stand-in put in place of the host's kubelet on
 that machine): the node goes back to the kubelet it ran, Ready and taking pods, the control plane stays on the new
-version, and the status names the node and both versions.
+version, and the status names the node and both versions. A sixth does the same with the operator killed once the
+new kubelet unit is on the node: the run started again still puts back the unit that ran before the upgrade.
 
 Long (`make test-long`): the previous minor's build takes minutes on a fresh machine.
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import subprocess
 import sys
@@ -44,6 +46,8 @@ from sandbox.machines.machine import Machine
 from tests.support import k8sbin
 from tests.support import virtualclusters as vcs
 from tests.support.background import Repeating, Requests
+from tests.support.kills import kill_at
+from tests.support.nodes import on_node
 from tests.support.tenant_poller import TenantPoller
 
 pytestmark = pytest.mark.long
@@ -329,9 +333,9 @@ def test_nodes_move_to_the_new_kubelet_one_at_a_time_and_a_service_keeps_answeri
         vcs.delete_vc(api, NS, name, timeout=600)
 
 
-def _ask_and_see_it_go_back(api, name: str, kubeconfig: dict, version: str, what: str):
-    """Asks for `version` while the tenant's API is polled and waits until the run says it went back
-    (UpgradeRolledBack); returns the VirtualCluster, the seconds it took and the poll."""
+def _ask_and_see_it_go_back(api, name: str, kubeconfig: dict, version: str, what: str, during=None):
+    """Asks for `version` while the tenant's API is polled, calls `during` if given, and waits until the run says
+    it went back (UpgradeRolledBack); returns the VirtualCluster, the seconds it took and the poll."""
     def rolled_back():
         vc = vcs.get_vc(api, NS, name)
         return vc if vcs.condition(vc, "Ready").get("reason") == "UpgradeRolledBack" else None
@@ -341,6 +345,8 @@ def _ask_and_see_it_go_back(api, name: str, kubeconfig: dict, version: str, what
         time.sleep(2)
         k8s.CustomObjectsApi(api).patch_namespaced_custom_object(
             vcs.GROUP, vcs.VERSION, NS, vcs.PLURAL, name, {"spec": {"kubernetesVersion": version}})
+        if during is not None:
+            during()
         vc = vcs.wait_for(rolled_back, STEP_TIMEOUT, what, interval=2)
         time.sleep(2)
     return vc, time.monotonic() - started, poll
@@ -383,9 +389,10 @@ exit 1
 """
 
 
-def test_a_kubelet_that_cannot_start_at_the_new_version_goes_back_and_the_status_says_which(operator):
-    sb, api, _proc = operator
-    name = "kubelet-back"
+@contextlib.contextmanager
+def _one_node_and_a_broken_new_kubelet(sb, api, name: str):
+    """A virtual cluster on the previous minor with one node, whose kubelet of the pin is BROKEN_KUBELET; yields
+    (tenant client, kubeconfig, node); the node's kubelet is put back, and the virtual cluster deleted, after."""
     workers = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": list(WORKERS)}]}
     vcs.create_vc(api, NS, name, {"kubernetesVersion": PREVIOUS,
                                   "promotePolicies": [{"labelSelector": workers, "nodeCount": 1}]})
@@ -393,13 +400,25 @@ def test_a_kubelet_that_cannot_start_at_the_new_version_goes_back_and_the_status
     tenant, kubeconfig = vcs.tenant_client(vc, api)
     [node] = _kubelets(tenant)
     # The tenant's version has no kubelet from the site: its nodes move to the host's, replaced here.
-    machine = Machine(sb, next(n for n in sb.nodes if n.name == node))
+    [machine] = [Machine(sb, n) for n in sb.nodes if n.name == node]
     host_kubelet = machine.root / "usr/local/bin/kubelet"
     kept = host_kubelet.with_name("kubelet.kept-by-test")
     host_kubelet.rename(kept)
     try:
         host_kubelet.write_text(BROKEN_KUBELET)
         host_kubelet.chmod(0o755)
+        yield tenant, kubeconfig, node
+    finally:
+        host_kubelet.unlink(missing_ok=True)
+        kept.rename(host_kubelet)
+    # The node goes back to the host with the host's own kubelet.
+    vcs.delete_vc(api, NS, name, timeout=600)
+
+
+def test_a_kubelet_that_cannot_start_at_the_new_version_goes_back_and_the_status_says_which(operator):
+    sb, api, _proc = operator
+    name = "kubelet-back"
+    with _one_node_and_a_broken_new_kubelet(sb, api, name) as (tenant, kubeconfig, node):
         vc, took, poll = _ask_and_see_it_go_back(api, name, kubeconfig, PINNED,
                                                  f"the kubelet of {node} back on {PREVIOUS}")
         ready = vcs.condition(vc, "Ready")
@@ -416,8 +435,32 @@ def test_a_kubelet_that_cannot_start_at_the_new_version_goes_back_and_the_status
         assert [c.status for c in tenant_node.status.conditions if c.type == "Ready"] == ["True"]
         assert answers == PINNED, "the control plane stays on the new version, which the kubelet may serve"
         assert poll.ok > 20 and poll.failed == 0, poll.summary()
-    finally:
-        host_kubelet.unlink(missing_ok=True)
-        kept.rename(host_kubelet)
-    # The node goes back to the host with the host's own kubelet.
-    vcs.delete_vc(api, NS, name, timeout=600)
+
+
+# The task of kubelet_upgrade.yml that restarts the kubelet with the new unit, which is on the node by then.
+KILLED_AT = "Switch to the new kubelet"
+
+
+# Run alone, the module's fixtures (the previous minor's images imported into every machine) come first.
+@pytest.mark.timeout(2 * 900)
+def test_a_run_killed_after_the_new_kubelet_unit_is_written_still_goes_back_to_the_one_that_ran(operator):
+    sb, api, proc = operator
+    name = "kubelet-killed"
+    killed = []
+    with _one_node_and_a_broken_new_kubelet(sb, api, name) as (tenant, kubeconfig, node):
+        # Killed once the unit naming the new kubelet is on the node: its restart and the way back are not done.
+        vc, took, poll = _ask_and_see_it_go_back(
+            api, name, kubeconfig, PINNED, f"the kubelet of {node} back on {PREVIOUS} after the kill",
+            during=lambda: killed.append(kill_at(proc, proc.runs_dir, NS, name, KILLED_AT, timeout=STEP_TIMEOUT)))
+        ready = vcs.condition(vc, "Ready")
+        after = _kubelets(tenant)
+        unit = on_node(sb, node, "cat /etc/systemd/system/kubelet.service")
+        leftover = on_node(sb, node, "ls /var/lib/kubelet")
+        print(f"\nThe operator killed at {killed} on {node}: back in {took:.0f}s; API: {poll.summary()};"
+              f" Ready={ready.get('status')} {ready.get('reason')}: {ready.get('message')}; kubelets {after}")
+        assert len(killed) == 1 and killed[0].endswith(KILLED_AT), killed
+        assert after == {node: (PREVIOUS, False)}, "the node runs the kubelet that ran, and takes pods"
+        [tenant_node] = k8s.CoreV1Api(tenant).list_node().items
+        assert [c.status for c in tenant_node.status.conditions if c.type == "Ready"] == ["True"]
+        assert f"/{PREVIOUS}/kubelet " in unit and "/usr/local/bin/kubelet" not in unit, unit
+        assert "kubenest-unit-before-upgrade" not in leftover, "the kept unit is dropped once the node went back"
