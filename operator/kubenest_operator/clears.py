@@ -26,6 +26,7 @@ from .errors import summarize
 from .kube import GLOBALNODES, GROUP, VERSION, http_error
 from .progress import RunTracker
 from .runs import new_run_id
+from .shards import cluster_scoped_here
 
 if TYPE_CHECKING:
     from .context import Context
@@ -124,7 +125,8 @@ async def _run(ctx: Context, name: str, logger: logging.Logger) -> None:
         logger.error(f"run {run_id}: clearing GlobalNode {name} failed: {failure}")
 
 
-@kopf.on.event(GROUP, VERSION, GLOBALNODES, annotations={protocol.CLEAR_ANNOTATION: kopf.PRESENT})
+@kopf.on.event(GROUP, VERSION, GLOBALNODES, annotations={protocol.CLEAR_ANNOTATION: kopf.PRESENT},
+               when=cluster_scoped_here)
 async def clear_asked(type: str | None, body: kopf.Body, memo: kopf.Memo, logger: logging.Logger,
                       **_: Any) -> None:
     # Async: kopf runs a plain function in a thread, where no event loop could take the run's task.

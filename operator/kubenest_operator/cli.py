@@ -10,9 +10,9 @@ from pathlib import Path
 
 import kopf
 import yaml
-from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import KubeApiError
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import KubeApi, KubeApiError
 
-from . import __version__
+from . import __version__, shards
 from .extravars import load_site_vars
 from .kube import kubeconfig_path
 from .runs import RunDirs, UnsafeRunsDir
@@ -75,6 +75,10 @@ def parser() -> argparse.ArgumentParser:
     scope.add_argument("--namespace", "-n", action="extend", nargs="+", default=[], metavar="NS",
                        help="serve VirtualClusters of these namespaces (repeatable; kopf globs allowed)")
     scope.add_argument("--all-namespaces", "-A", action="store_true", help="serve all namespaces (the default)")
+    p.add_argument("--cluster-scoped", action=argparse.BooleanOptionalAction, default=Config.cluster_scoped,
+                   help="serve Nodes and GlobalNodes (their sync, clears, the reservations of vanished virtual "
+                        "clusters); of replicas that share the work by namespace, exactly one shard does "
+                        "(default: on)")
     p.add_argument("--playbook-dir", type=Path, default=None,
                    help="directory holding virtualcluster.yml (default: the installed kosmos.kubenest playbooks)")
     for flag, kind, text in PLAIN_OPTIONS:
@@ -119,6 +123,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         plain,
         kubeconfig=kubeconfig_path(args.kubeconfig),
         namespaces=tuple(args.namespace),
+        cluster_scoped=args.cluster_scoped,
         playbook_dir=(args.playbook_dir or default_playbook_dir()).resolve(),
         max_parallel_upgrades=min(args.max_parallel, args.max_parallel_upgrades),
         max_parallel_per_namespace=min(args.max_parallel, args.max_parallel_per_namespace
@@ -132,6 +137,23 @@ def config_from_args(args: argparse.Namespace) -> Config:
         allowed_registries=tuple(args.allowed_registries),
         spec_kubeconfig=args.spec_kubeconfig,
     ))
+
+
+def join_shard(api: KubeApi, config: Config, identity: str, priority: int | None) -> int:
+    """Join the shard's peering unless a live replica of another serves what this one would; looked at again
+    after joining, for a replica of another shard that started at the same moment."""
+    from .peering import claim_priority, leave
+
+    shards.refuse_overlaps(api, config.shard, config.peering, identity)
+    if priority is None:
+        priority = claim_priority(api, config.peering, identity, settle=config.peering_settle)
+    shards.mark(api, config.peering, config.shard)
+    try:
+        shards.refuse_overlaps(api, config.shard, config.peering, identity)
+    except shards.Overlap:
+        leave(api, config.peering, identity)
+        raise
+    return priority
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -171,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
 
     looks.register(config)
     from .context import Context
-    from .peering import claim_priority, own_identity
+    from .peering import own_identity
 
     try:
         ctx = Context.create(config)
@@ -184,8 +206,9 @@ def main(argv: list[str] | None = None) -> int:
 
         namespaces = config.namespaces
 
-        def list_objects():
-            return ctx.api.virtualclusters_now(namespaces), ctx.api.globalnodes_now()
+        def list_objects():  # what this shard serves, so that replicas' figures add up
+            return (ctx.api.virtualclusters_now(namespaces),
+                    ctx.api.globalnodes_now() if config.cluster_scoped else [])
 
         try:
             metrics.serve(args.metrics_address, list_objects)
@@ -194,15 +217,18 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     identity = own_identity()
     priority = config.priority
-    if config.peering is not None and priority is None:
+    if config.peering is not None:
         try:
             with ctx.api.host.client() as api:
-                priority = claim_priority(api, config.peering, identity, settle=config.peering_settle)
+                priority = join_shard(api, config, identity, priority)
         except (KubeApiError, RuntimeError) as exc:
             log.error("cannot join peering %r: %s", config.peering, exc)
             return 1
+        except shards.Overlap as exc:
+            log.error("not starting: %s", exc)
+            return 2
     log.info("kubenest-operator %s: playbooks %s, %s, %s", __version__, config.playbook_dir,
-             f"namespaces {', '.join(config.namespaces)}" if config.namespaces else "all namespaces",
+             config.shard.describe(),
              f"peering {config.peering} (priority {priority})" if config.peering else "standalone")
     kopf.run(
         clusterwide=not config.namespaces,

@@ -17,6 +17,7 @@ import kopf
 from .errors import summarize
 from .extravars import plain
 from .kube import GLOBALNODES, GROUP, VERSION
+from .shards import cluster_scoped_here
 
 REASONS_AS_WARNINGS = frozenset({"Failed"})
 
@@ -69,7 +70,7 @@ def globalnode_transition(old: str | None, body: Mapping[str, Any]) -> tuple[str
     return new[:1].upper() + new[1:], summarize(f"{old or 'new'} -> {new}{owner}{why}")
 
 
-@kopf.on.event(GROUP, VERSION, GLOBALNODES)
+@kopf.on.event(GROUP, VERSION, GLOBALNODES, when=cluster_scoped_here)
 def globalnode_moved(type: str | None, body: kopf.Body, memo: kopf.Memo, logger: logging.Logger,
                      **_: Any) -> None:
     # kopf's memo is per object here; the first sight (the operator's start) only records the state.

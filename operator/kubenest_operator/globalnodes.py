@@ -31,6 +31,7 @@ from .context import Context
 from .extravars import plain
 from .kube import GLOBALNODES, GROUP, VERSION, http_error, unless_gone
 from .orphans import OrphanReturns
+from .shards import cluster_scoped_here
 
 CONTROL_PLANE_LABELS = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
 # The states are the claim protocol's (the collection's module_utils/globalnodes), and so are the writes that
@@ -125,7 +126,7 @@ def release_patch(body: Mapping[str, Any], at: str | None = None) -> dict[str, A
                                      f"released: its virtual cluster {owner} is gone", at=at)
 
 
-@kopf.index(GROUP, VERSION, GLOBALNODES)
+@kopf.index(GROUP, VERSION, GLOBALNODES, when=cluster_scoped_here)
 def globalnode_records(name: str, body: kopf.Body, **_: Any) -> dict[str, Record]:
     return {name: Record.from_body(body)}
 
@@ -178,7 +179,7 @@ async def _forget(ctx: Context, name: str, record: Record | None, logger: loggin
         record = await _fresh(ctx, name)
 
 
-@kopf.on.event("", "v1", "nodes")
+@kopf.on.event("", "v1", "nodes", when=cluster_scoped_here)
 async def node_event(type: str | None, body: kopf.Body, name: str, memo: kopf.Memo, logger: logging.Logger,
                      globalnode_records: kopf.Index, **_: Any) -> None:
     ctx: Context = memo.ctx
@@ -249,6 +250,8 @@ async def _resync_forever(ctx: Context, interval: float, logger: logging.Logger,
 @kopf.on.startup()
 async def start_resync(memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
     ctx: Context = memo.ctx
+    if not ctx.config.cluster_scoped:
+        return  # another shard's work
     memo.resync_task = asyncio.create_task(resync_loop(ctx, ctx.config.resync_interval, logger))
 
 

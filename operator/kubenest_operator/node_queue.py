@@ -48,11 +48,22 @@ def waiting_since(previous_status: Mapping[str, Any], phase: str) -> str | None:
     return previous_status.get("waitingSince") or st.now()
 
 
+async def _every_waiter(ctx: Context) -> list[dict[str, Any]]:
+    """The VirtualClusters of every namespace, other shards' too: the nodes are one pool. A namespaced install's
+    rights reach only its own namespaces."""
+    try:
+        return await ctx.api.list_virtualclusters()
+    except KubeApiError as exc:
+        if exc.status != 403 or not ctx.config.namespaces:
+            raise
+    return await ctx.api.list_virtualclusters(ctx.config.namespaces)
+
+
 async def queue_for(ctx: Context, body: Mapping[str, Any], logger: logging.Logger) -> list[dict[str, Any]]:
     meta = body.get("metadata") or {}
     status = plain(body.get("status") or {})
     try:
-        listed = await ctx.api.list_virtualclusters(ctx.config.namespaces)
+        listed = await _every_waiter(ctx)
     except KubeApiError as exc:  # fairness is best effort: the claim itself stays safe without it
         logger.warning(f"listing VirtualClusters for the node queue failed ({http_error(exc)}); claiming without it")
         return []

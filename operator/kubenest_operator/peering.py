@@ -87,3 +87,10 @@ def claim_priority(api: KubeApi, peering: str, identity: str, settle: float = 3.
             return priority
         log.warning("peering %r: a peer took the same priority %d; choosing again", peering, priority)
     raise RuntimeError(f"could not find a free priority in peering {peering!r}")
+
+
+def leave(api: KubeApi, peering: str, identity: str) -> None:
+    """Take this replica's record out of the peering object (kopf does so itself at a clean stop)."""
+    path = f"/apis/{PEERING_GROUP}/{PEERING_VERSION}/{CLUSTER_PEERINGS}/{peering}"
+    api.request("PATCH", path, body={"status": {identity: None}}, content_type="application/merge-patch+json",
+                ok_missing=True)

@@ -12,6 +12,8 @@ from pathlib import Path
 import kopf
 from ansible_collections.kosmos.kubenest.plugins.module_utils.run_result import RETRY_ANNOTATION
 
+from .shards import Shard
+
 DEFAULT_PEERING = "kubenest"
 PLAYBOOK = "virtualcluster.yml"
 # Prefix of the operator's annotations and finalizer on VirtualClusters.
@@ -56,6 +58,8 @@ def default_runs_dir() -> Path:
 class Config:
     kubeconfig: str | None  # None: in-cluster
     namespaces: tuple[str, ...] = ()  # empty: all namespaces
+    # Nodes, GlobalNodes, clears and vanished virtual clusters' reservations: one shard's work (shards.py).
+    cluster_scoped: bool = True
     playbook_dir: Path = field(default_factory=default_playbook_dir)
     playbook: str = PLAYBOOK
     max_parallel: int = 4
@@ -92,6 +96,10 @@ class Config:
     allowed_registries: tuple[str, ...] = ()
     # Compatibility with the reference design: also keep the admin kubeconfig in spec.kubeconfig.
     spec_kubeconfig: bool = False
+
+    @property
+    def shard(self) -> Shard:
+        return Shard(self.namespaces, self.cluster_scoped)
 
 
 # Where the retry annotation's value goes in the diff base: not under metadata.annotations, whose keys with the
