@@ -145,9 +145,10 @@ def join_shard(api: KubeApi, config: Config, identity: str, priority: int | None
     from .peering import claim_priority, leave
 
     shards.refuse_overlaps(api, config.shard, config.peering, identity)
+    # Marked before joining: a live replica in a peering without a mark counts as serving everything.
+    shards.mark(api, config.peering, config.shard)
     if priority is None:
         priority = claim_priority(api, config.peering, identity, settle=config.peering_settle)
-    shards.mark(api, config.peering, config.shard)
     try:
         shards.refuse_overlaps(api, config.shard, config.peering, identity)
     except shards.Overlap:
