@@ -227,7 +227,7 @@ def measure_replicas(server: ApiServer, api: KubeApi, operators: list[OperatorUn
         resumed = time.monotonic() - started
         runs = logs().count("running again")
         cpu0 = [operator.cpu_seconds() for operator in operators]
-        served0, t0, rss = requests_served(server), time.monotonic(), [[] for _ in operators]
+        served0, t0, rss = requests_served(server), time.monotonic(), [[] for _operator in operators]
         while time.monotonic() - t0 < window:
             for found, operator in zip(rss, operators, strict=True):
                 found.append(operator.rss_mib())

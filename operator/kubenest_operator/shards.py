@@ -21,10 +21,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import KubeApi, KubeApiError
+
 # kopf's own matcher: what it says is exactly what kopf watches.
 from kopf._cogs.structs.references import match_namespace
-
-from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import KubeApi, KubeApiError
 
 from .peering import CLUSTER_PEERINGS, PEERING_GROUP, PEERING_VERSION, live_peers
 

@@ -7,6 +7,7 @@ wait for them."""
 from __future__ import annotations
 
 import base64
+import json
 import os
 import subprocess
 import sys
@@ -99,3 +100,56 @@ def test_installs_and_upgrades_from_the_environment_awx_injects(own_apiserver, a
     images = {c.image for c in apps.read_namespaced_deployment("kubenest-operator", NS).spec.template.spec.containers}
     assert images == {f"{IMAGE}:1.1.0"}
     assert "client.key of the operator's agent client" not in upgrade.stdout  # no_log keeps the key out of the log
+
+
+def _names(items) -> set[str]:
+    return {item.metadata.name for item in items}
+
+
+def test_shards_replace_the_one_deployment_and_give_way_to_it_again(own_apiserver, agent_pair):
+    env, quick = _awx_env(agent_pair), ["-e", "kubenest_operator_wait=false"]
+    client = kubernetes.config.new_client_from_config(str(own_apiserver.kubeconfig))
+    core, apps = kubernetes.client.CoreV1Api(client), kubernetes.client.AppsV1Api(client)
+    policy, custom = kubernetes.client.PolicyV1Api(client), kubernetes.client.CustomObjectsApi(client)
+    one = _play(own_apiserver, env, *quick)
+    assert one.returncode == 0, one.stdout[-4000:] + one.stderr[-2000:]
+    for namespace in ("lab-shards", "team-a-shards"):
+        if namespace not in _names(core.list_namespace().items):
+            core.create_namespace({"metadata": {"name": namespace}})
+        custom.create_namespaced_custom_object("kosmos.io", "v1alpha1", namespace, "virtualclusters", {
+            "apiVersion": "kosmos.io/v1alpha1", "kind": "VirtualCluster",
+            "metadata": {"name": "sharded", "namespace": namespace}, "spec": {}})
+    try:
+        # A layout that leaves a virtual cluster unserved is refused once the CRDs are in, before anything else.
+        team_a_only = json.dumps({"kubenest_operator_shards": [{"name": "team-a", "namespaces": ["team-a-*"]}]})
+        refused = _play(own_apiserver, env, *quick, "-e", team_a_only)
+        assert refused.returncode != 0
+        assert "namespace lab-shards is served by no shard: the CRDs are applied, nothing else was changed" in \
+            refused.stdout, refused.stdout[-3000:]
+        assert "kubenest-operator" in _names(apps.list_namespaced_deployment(NS).items)
+
+        # As an AWX survey gives it: one JSON text.
+        layout = json.dumps([{"name": "team-a", "namespaces": ["team-a-*"]},
+                             {"name": "rest", "namespaces": ["!team-a-*"]}])
+        sharded = _play(own_apiserver, env, *quick, "-e", json.dumps({"kubenest_operator_shards": layout}))
+        assert sharded.returncode == 0, sharded.stdout[-4000:] + sharded.stderr[-2000:]
+        deployments = {d.metadata.name: d for d in apps.list_namespaced_deployment(NS).items}
+        assert set(deployments) == {"kubenest-operator-team-a", "kubenest-operator-rest", "kubenest-binder"}
+        rest = deployments["kubenest-operator-rest"].spec.template.spec.containers[0].args
+        assert rest[-3:] == ["--namespace=!team-a-*", "--peering=kubenest-rest", "--no-cluster-scoped"]
+        assert _names(policy.list_namespaced_pod_disruption_budget(NS).items) == {
+            "kubenest-operator-team-a", "kubenest-operator-rest"}
+        peerings = _names_of(custom.list_cluster_custom_object("kopf.dev", "v1", "clusterkopfpeerings")["items"])
+        assert {"kubenest", "kubenest-team-a", "kubenest-rest"} <= peerings
+
+        back = _play(own_apiserver, env, *quick)
+        assert back.returncode == 0, back.stdout[-4000:] + back.stderr[-2000:]
+        assert _names(apps.list_namespaced_deployment(NS).items) == {"kubenest-operator", "kubenest-binder"}
+        assert _names(policy.list_namespaced_pod_disruption_budget(NS).items) == {"kubenest-operator"}
+    finally:
+        for namespace in ("lab-shards", "team-a-shards"):
+            custom.delete_namespaced_custom_object("kosmos.io", "v1alpha1", namespace, "virtualclusters", "sharded")
+
+
+def _names_of(items: list[dict]) -> set[str]:
+    return {item["metadata"]["name"] for item in items}
