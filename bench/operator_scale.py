@@ -197,7 +197,8 @@ def measure(server: ApiServer, api: KubeApi, workdir: Path, count: int, window: 
     return {"tenants": count, "resume_s": found["resume_s"], "runs_at_resume": found["runs_at_resume"],
             "memory_mib": found["memory_mib"][0], "memory_peak_mib": found["memory_peak_mib"][0],
             "cpu_s_per_min": found["cpu_s_per_min"][0], "api_requests_per_min": found["api_requests_per_min"],
-            "spec_change_to_run_s": found["spec_change_to_run_s"]}
+            "spec_change_to_run_s": found["spec_change_to_run_s"], "broken_noticed_s": found["broken_noticed_s"],
+            "broken_repaired_s": found["broken_repaired_s"]}
 
 
 def measure_replicas(server: ApiServer, api: KubeApi, operators: list[OperatorUnderTest], count: int,
@@ -244,6 +245,7 @@ def measure_replicas(server: ApiServer, api: KubeApi, operators: list[OperatorUn
         api.merge_patch(*VC, name, namespace, {"spec": {"externalIP": None}})
         wait_until(lambda: settled(api.get(*VC, name, namespace)), 300, f"{name} Ready after the change is undone",
                    None)
+        noticed, repaired = break_and_repair(api, namespace, name)
     finally:
         for operator in operators:
             operator.stop()
@@ -251,7 +253,23 @@ def measure_replicas(server: ApiServer, api: KubeApi, operators: list[OperatorUn
             "memory_mib": [round(statistics.median(found), 1) for found in rss],
             "memory_peak_mib": [round(max(found), 1) for found in rss],
             "cpu_s_per_min": [round(value, 3) for value in cpu], "api_requests_per_min": round(served),
-            "spec_change_to_run_s": round(latency, 2)}
+            "spec_change_to_run_s": round(latency, 2), "broken_noticed_s": round(noticed, 1),
+            "broken_repaired_s": round(repaired, 1)}
+
+
+def break_and_repair(api: KubeApi, namespace: str, name: str) -> tuple[float, float]:
+    """One tenant broken as a user might break it (its scheduler's Deployment deleted, with no spec change):
+    seconds until the operator's look notices (the tenant no longer Ready), and until its run has put the
+    Deployment back and the tenant is Ready again."""
+    deployment = ("apps/v1", "Deployment", f"{name}-scheduler", namespace)
+    broken = time.monotonic()
+    api.delete(*deployment[:3], namespace=namespace)
+    wait_until(lambda: not ready(api.get(*VC, name, namespace)), 300, f"{name}'s breakage noticed", None,
+               interval=0.2)
+    noticed = time.monotonic() - broken
+    wait_until(lambda: ready(api.get(*VC, name, namespace)) and api.get(*deployment) is not None, 300,
+               f"{name} repaired", None, interval=0.2)
+    return noticed, time.monotonic() - broken
 
 
 def peering(api: KubeApi, name: str) -> str:
@@ -315,11 +333,11 @@ def main() -> int:
             sharded = compare_shards(server, api, host, source, workdir, counts[-1], shards, spread, window)
     print("\noperator scale, stand-in tenants on a real API server (bench/operator_scale.py)")
     print(f"{'tenants':>8} {'resume s':>9} {'runs':>5} {'RSS MiB':>8} {'peak':>6} {'CPU s/min':>10} "
-          f"{'API req/min':>12} {'change->run s':>14}")
+          f"{'API req/min':>12} {'change->run s':>14} {'broken->noticed/repaired s':>27}")
     for row in rows:
         print(f"{row['tenants']:>8} {row['resume_s']:>9} {row['runs_at_resume']:>5} {row['memory_mib']:>8} "
               f"{row['memory_peak_mib']:>6} {row['cpu_s_per_min']:>10} {row['api_requests_per_min']:>12} "
-              f"{row['spec_change_to_run_s']:>14}")
+              f"{row['spec_change_to_run_s']:>14} {row['broken_noticed_s']:>15} / {row['broken_repaired_s']:<9}")
     per_tenant = {key: round(slope(rows, key), 4) for key in ("memory_mib", "cpu_s_per_min", "api_requests_per_min")}
     if len(rows) > 1:
         print(f"per idle tenant ({rows[0]['tenants']} -> {rows[-1]['tenants']}): "
@@ -330,12 +348,12 @@ def main() -> int:
         print(f"\n{one['tenants']} tenants over {spread} namespaces: one replica, then {many['replicas']} shards "
               "(each with its own peering)")
         print(f"{'replicas':>8} {'resume s':>9} {'runs':>5} {'RSS MiB each':>22} {'CPU s/min each':>22} "
-              f"{'API req/min':>12} {'change->run s':>14}")
+              f"{'API req/min':>12} {'change->run s':>14} {'broken->noticed/repaired s':>27}")
         for row in sharded:
             print(f"{row['replicas']:>8} {row['resume_s']:>9} {row['runs_at_resume']:>5} "
                   f"{' '.join(str(v) for v in row['memory_mib']):>22} "
                   f"{' '.join(str(v) for v in row['cpu_s_per_min']):>22} {row['api_requests_per_min']:>12} "
-                  f"{row['spec_change_to_run_s']:>14}")
+                  f"{row['spec_change_to_run_s']:>14} {row['broken_noticed_s']:>15} / {row['broken_repaired_s']:<9}")
         print(f"largest replica, {many['replicas']} shards against one: memory "
               f"{max(many['memory_mib']) / one['memory_mib'][0]:.2f}x, CPU "
               f"{max(many['cpu_s_per_min']) / max(one['cpu_s_per_min'][0], 1e-9):.2f}x, resume "

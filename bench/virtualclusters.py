@@ -154,6 +154,23 @@ def leftovers(api) -> list[str]:
     return found
 
 
+def break_and_repair(api, name: str) -> tuple[float, float]:
+    """Its API server scaled to 0 as `kubectl scale` would, no spec change: seconds until the operator's look
+    turns Ready False, and until its repair run has the tenant Ready again."""
+    from kubernetes import client as k8s
+
+    started = time.monotonic()
+    k8s.AppsV1Api(api).patch_namespaced_deployment_scale(f"{name}-apiserver", NS, {"spec": {"replicas": 0}},
+                                                         field_manager="kubectl")
+    while ready_now(api, name):
+        if time.monotonic() - started > 300:
+            raise RuntimeError(f"{name}'s API server scaled to 0 and still Ready after 300 s")
+        time.sleep(0.5)
+    noticed = time.monotonic() - started
+    wait_ready(api, NS, name, timeout=600, interval=READY_POLL_S)
+    return noticed, time.monotonic() - started
+
+
 def restart(operator, logs: Path, count: int) -> tuple[float, int]:
     """Stop and start the operator; seconds until it resumed `count` VirtualClusters, and the runs it started."""
     operator.stop()
@@ -211,6 +228,7 @@ def main() -> int:
                     results["requested_mcpu"] = requested_mcpu(api, name)
                     results["label_edit_runs"], results["label_edit_restarts"] = label_edit(
                         api, Path(logs) / f"operator-{operator.starts}.log", name)
+                    results["repair_alone_s"] = break_and_repair(api, name)
                 delete_s.append(delete_vc(api, NS, name))
             results["ready_s"] = statistics.median(ready_s)
             results["one_idle_MiB"] = statistics.median(memory for memory, _cpu in idle) / MiB
@@ -230,6 +248,7 @@ def main() -> int:
             time.sleep(IDLE_S)
             memory, results["batch_idle_mcpu"] = settled_usage(api, names)
             results["batch_idle_MiB"] = memory / MiB
+            results["repair_among_s"] = break_and_repair(api, names[BATCH // 2])
             results["restart_s"], results["restart_runs"] = restart(operator, Path(logs), len(names))
             # What every resumed virtual cluster cost before: one converge run (its revision annotation removed).
             k8s.CustomObjectsApi(api).patch_namespaced_custom_object(
@@ -271,6 +290,10 @@ def main() -> int:
     print(f"{f'{n} deleted at once -> all gone (s)':48} {r['batch_delete_s']:10.1f} {r['delete_s']:10.1f}s1 "
           f"{r['batch_delete_s'] / r['delete_s']:7.2f}")
     print(f"{f'{n} deleted at once: objects left in the host':48} {len(r['batch_leftovers']):10d}")
+    for what, key in (("noticed, Ready=False", 0), ("repaired, Ready again", 1)):
+        among, alone = r["repair_among_s"][key], r["repair_alone_s"][key]
+        print(f"{f'API server scaled to 0 among {n}: {what} (s)':48} {among:10.1f} {alone:10.1f}s1 "
+              f"{among / alone:7.2f}")
     print(f"{'label edit of a Ready one: playbook runs started':48} {r['label_edit_runs']:10d}")
     print(f"{'label edit of a Ready one: pods replaced/restarted':48} {r['label_edit_restarts']:10d}")
     print(f"{f'operator restart with {n} Ready -> all resumed (s)':48} {r['restart_s']:10.1f} "
