@@ -154,7 +154,8 @@ def cmd_nodes(args, out) -> int:
     if not items:
         print("No GlobalNodes found.", file=sys.stderr)
         return 0
-    out.write(views.globalnode_rows(items, _now()) + "\n")
+    protocol = collection.globalnodes()
+    out.write(views.globalnode_rows(items, _now(), protocol.CLEAR_ANNOTATION, protocol.CLEAR_FAILED_ANNOTATION) + "\n")
     return 0
 
 

@@ -105,10 +105,14 @@ def virtualcluster_detail(vc: dict, now: datetime.datetime) -> str:
     return "\n".join(lines)
 
 
-def globalnode_rows(items: list[dict], now: datetime.datetime) -> str:
+def globalnode_rows(items: list[dict], now: datetime.datetime, asked: str = "", failed: str = "") -> str:
+    """One row per GlobalNode; CLEAR says whether a held node was asked to be cleared (annotation `asked`) or why
+    its last clear failed (annotation `failed`), as the operator wrote it."""
     rows = []
     for node in sorted(items, key=lambda o: o["metadata"]["name"]):
-        status = node.get("status") or {}
+        status, annotations = node.get("status") or {}, node["metadata"].get("annotations") or {}
+        clear = "asked" if asked in annotations else (f"failed: {annotations[failed]}" if failed in annotations
+                                                      else "-")
         rows.append([node["metadata"]["name"], status.get("state") or "-", status.get("virtualCluster") or "-",
-                     age(status.get("stateSince"), now)])
-    return table(["NAME", "STATE", "VIRTUAL CLUSTER", "SINCE"], rows)
+                     age(status.get("stateSince"), now), clear])
+    return table(["NAME", "STATE", "VIRTUAL CLUSTER", "SINCE", "CLEAR"], rows)

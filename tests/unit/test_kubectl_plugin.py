@@ -75,13 +75,20 @@ def test_the_status_page_says_where_it_stands_why_and_how_to_get_the_kubeconfig(
     assert "kubectl kubenest kubeconfig t1/vc1 -o vc1.kubeconfig" in text
 
 
-def test_globalnodes_list_their_state_and_holder():
+def test_globalnodes_list_their_state_and_holder_and_what_was_asked_of_held_ones():
+    asked, failed = "kubenest.kosmos.io/clear", "kubenest.kosmos.io/clear-failed"
     nodes = [{"metadata": {"name": "kn-w2"}, "status": {"state": "free", "stateSince": "2026-12-03T11:00:00Z"}},
-             {"metadata": {"name": "kn-w1"}, "status": {"state": "occupied", "virtualCluster": "t1/vc1"}}]
-    lines = views.globalnode_rows(nodes, NOW).splitlines()
-    assert lines[0].split() == ["NAME", "STATE", "VIRTUAL", "CLUSTER", "SINCE"]
-    assert lines[1].split() == ["kn-w1", "occupied", "t1/vc1", "-"]
-    assert lines[2].split() == ["kn-w2", "free", "-", "60m"]
+             {"metadata": {"name": "kn-w1"}, "status": {"state": "occupied", "virtualCluster": "t1/vc1"}},
+             {"metadata": {"name": "kn-w3", "annotations": {asked: "asked"}}, "status": {"state": "held"}},
+             {"metadata": {"name": "kn-w4", "annotations": {failed: "the agent did not answer"}},
+              "status": {"state": "held"}}]
+    lines = views.globalnode_rows(nodes, NOW, asked, failed).splitlines()
+    assert lines[0].split() == ["NAME", "STATE", "VIRTUAL", "CLUSTER", "SINCE", "CLEAR"]
+    assert lines[1].split() == ["kn-w1", "occupied", "t1/vc1", "-", "-"]
+    assert lines[2].split() == ["kn-w2", "free", "-", "60m", "-"]
+    assert lines[3].split() == ["kn-w3", "held", "-", "-", "asked"]
+    assert lines[4].split()[:5] == ["kn-w4", "held", "-", "-", "failed:"]
+    assert lines[4].endswith("failed: the agent did not answer")
 
 
 def test_promote_adds_the_new_names_once_and_carries_the_resource_version():

@@ -162,6 +162,9 @@ def test_clear_asks_for_held_nodes_only_and_changes_nothing_when_one_is_not(worl
     assert annotations(W3) == {"kubenest.kosmos.io/clear": "asked"}
     again = kubectl(apiserver, "kubenest", "clear", W3)
     assert again.returncode == 0 and again.stdout == f"globalnode {W3} was asked to be cleared already\n"
+    listed = kubectl(apiserver, "kubenest", "nodes")
+    assert [line.split()[1:] for line in listed.stdout.splitlines() if line.split()[0] == W3] == [
+        ["held", f"{NS}/gone", "-", "asked"]], listed.stdout
 
 
 def test_retry_changes_only_the_annotation_the_operator_watches(world):
