@@ -228,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
         except shards.Overlap as exc:
             log.error("not starting: %s", exc)
             return 2
+        ctx.shard_guard = shards.ShardGuard(shards.peerings_reader(ctx.api.host), config.shard, config.peering,
+                                            identity, every=config.resync_interval)
     log.info("kubenest-operator %s: playbooks %s, %s, %s", __version__, config.playbook_dir,
              config.shard.describe(),
              f"peering {config.peering} (priority {priority})" if config.peering else "standalone")

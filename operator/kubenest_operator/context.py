@@ -16,6 +16,7 @@ from .kube import Api, host_connection
 from .revision import desired_state_revision
 from .runs import PlaybookRunner, RunDirs
 from .settings import Config, collections_path
+from .shards import ShardGuard
 from .slots import ObjectLocks, RunSlots
 
 
@@ -35,6 +36,8 @@ class Context:
     host_objects: HostObjects = field(default_factory=lambda: HostObjects(0.0))
     # Held nodes being cleared, one run per node (clears.py).
     node_clears: NodeClears = field(default_factory=NodeClears)
+    # No run in a namespace that another live shard serves too (shards.py); set once the replica joined its shard.
+    shard_guard: ShardGuard = field(default_factory=ShardGuard)
 
     @classmethod
     def create(cls, config: Config) -> Context:

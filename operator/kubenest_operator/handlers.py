@@ -73,6 +73,7 @@ async def reconcile(body: kopf.Body, reason: str, retry: int, logger: logging.Lo
     else:
         phase = st.UPDATING if status.get("kubeconfigSecretRef") else st.PREPARING
     await _await_rights(ctx, body, logger)
+    await _await_one_shard(ctx, body, logger)
     # After an upgrade every Ready virtual cluster may need its run: one at a time, so a release whose change
     # reaches every tenant takes one tenant's components down at most, never all tenants' at once.
     upgrading = ctx.upgrades if why == drift.COLLECTION_CHANGED else contextlib.nullcontext()
@@ -94,10 +95,22 @@ async def _await_rights(ctx: Context, body: kopf.Body, logger: logging.Logger) -
     raise kopf.TemporaryError(message, delay=ctx.config.rights_wait_interval)
 
 
+async def _await_one_shard(ctx: Context, body: kopf.Body, logger: logging.Logger) -> None:
+    """Said in the status as well: the run would not start (slots.exclusive_run refuses it too)."""
+    refused = await ctx.shard_guard.refuse(body.metadata.namespace)
+    if refused is None:
+        return
+    logger.error(f"{refused}; looking again in {ctx.shard_guard.every:.0f}s")
+    if not body.metadata.get("deletionTimestamp"):
+        await set_ready(ctx, body, "False", "ShardOverlap", refused, body.metadata.get("generation"))
+    raise kopf.TemporaryError(refused, delay=ctx.shard_guard.every)
+
+
 @kopf.on.delete(GROUP, VERSION, VIRTUALCLUSTERS)
 async def remove(body: kopf.Body, retry: int, logger: logging.Logger, memo: kopf.Memo, **_: Any) -> None:
     ctx: Context = memo.ctx
     await _await_rights(ctx, body, logger)
+    await _await_one_shard(ctx, body, logger)
     namespace, name = body.metadata.namespace, body.metadata.name
     async with exclusive_run(ctx, namespace, name, (body.get("status") or {}).get("phase")):
         run = await execute(ctx, body, "absent", st.DELETING, logger)

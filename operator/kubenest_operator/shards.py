@@ -15,9 +15,11 @@ before shards) serves every namespace and the cluster-scoped work.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import json
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,3 +124,42 @@ def mark(api: KubeApi, peering: str, shard: Shard) -> None:
 def cluster_scoped_here(memo: Any, **_: Any) -> bool:
     """kopf filter for the handlers of the cluster-scoped work."""
     return bool(memo.ctx.config.cluster_scoped)
+
+
+class ShardGuard:
+    """The start's check again before every run, for one namespace: one made after the start can fall to two live
+    shards (say `team-*` and `!team-b-*`, once `team-a-x` exists). Neither runs anything there then, until one
+    shard alone serves it. The peerings are read at most once every `every` seconds."""
+
+    def __init__(self, read: Callable[[], list[dict]] | None = None, shard: Shard | None = None,
+                 peering: str | None = None, identity: str = "", every: float = 30.0):
+        self.read, self.peering, self.identity, self.every = read, peering, identity, every
+        self.shard = Shard((shard or Shard()).namespaces, cluster_scoped=False)  # checked at start already
+        self._peerings: list[dict] = []
+        self._read_at: float | None = None
+
+    async def others(self, namespace: str) -> list[str]:
+        """What else serves `namespace`; empty when only this shard does (always for a standalone process)."""
+        if self.read is None or self.peering is None:
+            return []
+        now = time.monotonic()
+        if self._read_at is None or now - self._read_at >= self.every:
+            self._peerings = await asyncio.to_thread(self.read)
+            self._read_at = now
+        return overlaps(self.shard, self._peerings, self.peering, self.identity, [namespace])
+
+    async def refuse(self, namespace: str) -> str | None:
+        """Why no run may start in `namespace` now, or None."""
+        others = await self.others(namespace)
+        if not others:
+            return None
+        return (f"namespace {namespace} is served by more than one shard ({'; '.join(others)}): no run here until "
+                "one shard alone serves it; give the shards namespace patterns that do not overlap")
+
+
+def peerings_reader(host: Any) -> Callable[[], list[dict]]:
+    """Reads every peering with a client lent by `host` (clients.Lender)."""
+    def read() -> list[dict]:
+        with host.client() as api:
+            return api.request("GET", _peering_path()).get("items") or []
+    return read

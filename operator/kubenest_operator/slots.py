@@ -26,7 +26,11 @@ async def exclusive_run(ctx: Context, namespace: str, name: str, phase: str | No
                         announce: bool = True) -> AsyncIterator[kopf.Body | None]:
     """The VirtualCluster's lock, then a run slot, held until the run's outcome is in the status; yields the
     object as it is once both are held (None when it is gone). `phase` is what a wait for a slot reports
-    (`announce=False`: nothing is reported, e.g. for a virtual cluster that has no object)."""
+    (`announce=False`: nothing is reported, e.g. for a virtual cluster that has no object). No run starts in a
+    namespace that another live shard serves too (shards.ShardGuard)."""
+    refused = await ctx.shard_guard.refuse(namespace)
+    if refused is not None:
+        raise kopf.TemporaryError(refused, delay=ctx.shard_guard.every)
     async with ctx.locks.hold(namespace, name):
         # Checking and taking a free slot happen without a suspension point in between, so a VirtualCluster
         # that has to wait always says so.

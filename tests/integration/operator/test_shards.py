@@ -42,8 +42,9 @@ def test_each_shard_runs_its_own_namespaces_and_one_the_cluster_scoped_work(kube
     try:
         shard_a = operators.start("shard-a", "--namespace", f"sa{tag}-*", "--no-cluster-scoped",
                                   "--peering", peering_a, standalone=False)
-        rest = operators.start("shard-rest", "--namespace", f"sb{tag}-*", "--peering", peering_rest,
-                               standalone=False)
+        # Two patterns: rest also serves sa<tag>-late-*, a namespace that does not exist yet.
+        rest = operators.start("shard-rest", "--namespace", f"sb{tag}-*", f"sa{tag}-late-*", "--peering",
+                               peering_rest, standalone=False)
         kube.create_vc(team_a, "alpha", {})
         kube.create_vc(other, "beta", {})
         wait_for_vc(kube, team_a, "alpha", ready, TIMEOUT, "alpha Ready", shard_a)
@@ -61,19 +62,31 @@ def test_each_shard_runs_its_own_namespaces_and_one_the_cluster_scoped_work(kube
         marks = {name: kube.custom.get_cluster_custom_object(*PEERINGS, name)["metadata"]["annotations"][
             "kubenest.kosmos.io/shard"] for name in (peering_a, peering_rest)}
         assert marks == {peering_a: f'{{"clusterScoped": false, "namespaces": ["sa{tag}-*"]}}',
-                         peering_rest: f'{{"clusterScoped": true, "namespaces": ["sb{tag}-*"]}}'}
+                         peering_rest: f'{{"clusterScoped": true, "namespaces": ["sb{tag}-*", "sa{tag}-late-*"]}}'}
+
+        # A namespace made after both started that both serve: neither runs its virtual cluster, and it says why.
+        late = f"sa{tag}-late-1"
+        kube.core.create_namespace({"metadata": {"name": late}})
+        kube.set_control(late, sleep=0)
+        kube.create_vc(late, "gamma", {})
+        wait_for_vc(kube, late, "gamma", lambda vc: condition(vc).get("reason") == "ShardOverlap", TIMEOUT,
+                    "gamma refused by both shards", shard_a)
+        assert condition(kube.vc(late, "gamma"))["message"].startswith(
+            f"namespace {late} is served by more than one shard (peering ")
+        wait_until(lambda: "served by more than one shard" in rest.log(), 60, "the second refusal", rest.process)
+        assert kube.runs(late, "gamma")["present"] == 0
 
         # A replica of another peering that would also serve team_a refuses to start, naming what overlaps,
         # and leaves nothing behind in its peering.
         peering_wide = f"kn-shard-wide-{tag}"
         new_peering(kube, peering_wide)
-        wide = operators.new("shard-wide", "--namespace", f"sa{tag}-*,sb{tag}-*", "--no-cluster-scoped",
+        wide = operators.new("shard-wide", "--namespace", f"sa{tag}-*", f"sb{tag}-*", "--no-cluster-scoped",
                              "--peering", peering_wide, standalone=False)
         wide.process.start()
         wait_until(lambda: not wide.running(), 60, "the overlapping replica to stop", None)
         assert wide.process.proc.returncode == 2, wide.log()[-3000:]
         assert f"peering '{peering_a}' has 1 live replica(s) serving namespaces sa{tag}-*" in wide.log()
-        assert f"both would serve namespace {team_a}" in wide.log()
+        assert f"both would serve namespaces {team_a}, {late}" in wide.log()
         assert not (kube.custom.get_cluster_custom_object(*PEERINGS, peering_wide).get("status") or {})
         assert "alpha] run " not in wide.log()
 
@@ -84,11 +97,11 @@ def test_each_shard_runs_its_own_namespaces_and_one_the_cluster_scoped_work(kube
         assert lab.process.proc.returncode == 2
         assert "both would serve the cluster-scoped work" in lab.log()
 
-        # Once the shard serving team_a has stopped, the wider shard may start and serves team_a's changes.
-        assert shard_a.stop() == 0
-        wide = operators.start("shard-wide-again", "--namespace", f"sa{tag}-*,sb{tag}-*", "--no-cluster-scoped",
+        # Once both have stopped, the wider shard may start: it serves team_a's changes and the late namespace.
+        assert shard_a.stop() == 0 and rest.stop() == 0
+        wide = operators.start("shard-wide-again", "--namespace", f"sa{tag}-*", f"sb{tag}-*", "--no-cluster-scoped",
                                "--peering", peering_wide, standalone=False)
-        assert rest.stop() == 0
+        wait_for_vc(kube, late, "gamma", ready, TIMEOUT, "gamma Ready once one shard serves it", wide)
         changed = kube.patch_vc_spec(team_a, "alpha", {"externalIP": "192.0.2.30"})
         wait_for_vc(kube, team_a, "alpha", lambda vc: ready(vc) and vc["status"].get("observedGeneration", 0) >=
                     changed["metadata"]["generation"], TIMEOUT, "alpha updated by the wider shard", wide)

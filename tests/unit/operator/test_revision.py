@@ -17,6 +17,7 @@ import pytest
 from kubenest_operator import drift, handlers
 from kubenest_operator import status as st
 from kubenest_operator.revision import ROOTS, desired_state_revision, file_meaning, python_meaning
+from kubenest_operator.shards import ShardGuard
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -138,7 +139,7 @@ def _concurrency(monkeypatch, why: str, count: int = 3, lane: int = 1) -> int:
     monkeypatch.setattr(handlers, "converge", converge)
 
     async def main():
-        ctx = SimpleNamespace(upgrades=asyncio.Semaphore(lane))
+        ctx = SimpleNamespace(upgrades=asyncio.Semaphore(lane), shard_guard=ShardGuard())
         await asyncio.gather(*(handlers.reconcile(body=_resumed(f"vc{i}"), reason="resume", retry=0,
                                                   logger=logging.getLogger("test"), memo=SimpleNamespace(ctx=ctx))
                                for i in range(count)))

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime
+from types import SimpleNamespace
 
+import kopf
 import pytest
 from ansible_collections.kosmos.kubenest.plugins.module_utils.kube_api import KubeApiError
 
@@ -135,3 +138,49 @@ def test_listing_a_shards_virtualclusters_keeps_those_its_patterns_match(monkeyp
     assert [vc["metadata"]["namespace"] for vc in api.virtualclusters_now(("team-a-*",))] == [
         "team-a-dev", "team-a-prod"]
     assert len(api.virtualclusters_now()) == len(NAMESPACES)
+
+
+def live(name: str, shard: Shard, *peers: str) -> dict:
+    found = peering(name, shard, *peers)
+    for record in found["status"].values():
+        record["lastseen"] = datetime.datetime.now(datetime.UTC).isoformat()
+    return found
+
+
+def test_a_namespace_made_after_the_start_that_two_shards_serve_gets_no_run_from_either():
+    reads = []
+
+    def read():
+        reads.append(1)
+        return [live("kn-wide", Shard(("team-*",), cluster_scoped=False), "w1")]
+
+    guard = shards.ShardGuard(read, Shard(("!team-b-*",), cluster_scoped=True), "kn-rest", "r1", every=3600)
+    refused = asyncio.run(guard.refuse("team-a-new"))
+    assert refused.startswith("namespace team-a-new is served by more than one shard (peering 'kn-wide' has 1 live "
+                              "replica(s) serving namespaces team-*; both would serve namespace team-a-new)")
+    assert asyncio.run(guard.refuse("lab")) is None
+    assert asyncio.run(guard.refuse("team-b-x")) is None
+    assert len(reads) == 1  # read once per period, not once per run
+    # The cluster-scoped work was checked at the start; here only namespaces count.
+    assert "cluster-scoped" not in refused
+
+
+def test_a_standalone_process_and_the_default_guard_refuse_nothing():
+    assert asyncio.run(shards.ShardGuard().refuse("anything")) is None
+    assert asyncio.run(shards.ShardGuard(lambda: [live("x", Shard(), "p")], Shard(), None).refuse("ns")) is None
+
+
+def test_no_run_slot_is_taken_in_a_namespace_two_shards_serve():
+    from kubenest_operator.slots import ObjectLocks, RunSlots, exclusive_run
+
+    guard = shards.ShardGuard(lambda: [live("kn-wide", Shard(("team-*",)), "w1")], Shard(("team-a-*",)), "kn-a",
+                              "a1", every=45)
+    ctx = SimpleNamespace(shard_guard=guard, slots=RunSlots(1, 1), locks=ObjectLocks())
+
+    async def attempt():
+        async with exclusive_run(ctx, "team-a-x", "vc", "Completed"):
+            raise AssertionError("a run slot was taken")
+
+    with pytest.raises(kopf.TemporaryError, match="served by more than one shard") as caught:
+        asyncio.run(attempt())
+    assert caught.value.delay == 45

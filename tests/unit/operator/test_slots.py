@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from kubenest_operator.shards import ShardGuard
 from kubenest_operator.slots import ObjectLocks, RunSlots
 
 
@@ -99,7 +100,8 @@ def test_exclusive_run_takes_the_lock_then_a_slot_and_reads_the_object_afresh():
     from kubenest_operator.slots import exclusive_run
 
     api = _Api({"a": {"metadata": {"name": "a", "generation": 3}}, "b": {"metadata": {"name": "b", "generation": 1}}})
-    ctx = SimpleNamespace(api=api, slots=RunSlots(total=1, per_namespace=1), locks=ObjectLocks())
+    ctx = SimpleNamespace(api=api, slots=RunSlots(total=1, per_namespace=1), locks=ObjectLocks(),
+                          shard_guard=ShardGuard())
     order, done = [], asyncio.Event()
     done.set()
 
