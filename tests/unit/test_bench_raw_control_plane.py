@@ -50,6 +50,13 @@ def test_hosted_settings_sync_etcd_and_set_gogc_per_binary(tmp_path, monkeypatch
     assert hosted.env_of("kube-scheduler") is None and hosted.env_of("etcd") is None
 
 
+def test_upstream_syncs_etcd_and_keeps_every_binarys_own_defaults(tmp_path):
+    upstream = RawControlPlane("upstream", tmp_path)
+    assert upstream.etcd_fsync and upstream.work_root == tmp_path
+    assert all(upstream.env_of(binary) is None
+               for binary in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"))
+
+
 def test_go_defaults_are_the_fixtures_own():
     lower = RawControlPlane("go-defaults")
     assert not lower.etcd_fsync
@@ -60,3 +67,23 @@ def test_go_defaults_are_the_fixtures_own():
 def test_unknown_settings_are_refused():
     with pytest.raises(ValueError, match="settings must be one of"):
         RawControlPlane("fast")
+
+
+def test_a_batch_starts_every_plane_on_ports_of_its_own_and_stops_them_all_when_one_fails(monkeypatch):
+    calls: list[tuple[str, int, object]] = []
+    monkeypatch.setattr(RawControlPlane, "prepare", lambda self, ports: calls.append(("prepare", id(self), ports)))
+
+    def launch(self):
+        calls.append(("launch", id(self), None))
+        if len([c for c in calls if c[0] == "launch"]) == 2:
+            raise RuntimeError("kube-apiserver /readyz")  # one plane failing still stops every plane
+
+    monkeypatch.setattr(RawControlPlane, "launch", launch)
+    monkeypatch.setattr(RawControlPlane, "stop", lambda self: calls.append(("stop", id(self), None)))
+    with pytest.raises(RuntimeError, match="readyz"):
+        raw_control_plane.batch_startup_seconds(3, "go-defaults")
+    prepares = [c for c in calls if c[0] == "prepare"]
+    assert len(prepares) == 3 and len({c[1] for c in prepares}) == 3
+    ports = [port for c in prepares for port in c[2]]
+    assert len(ports) == 15 and len(set(ports)) == 15
+    assert {c[1] for c in calls if c[0] == "stop"} == {c[1] for c in prepares}
