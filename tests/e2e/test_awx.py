@@ -118,7 +118,7 @@ def test_a_survey_answer_is_data_never_a_template(awx):
 
 
 # The whole life cycle through the job templates repeats what the operator's tests show through a VirtualCluster:
-# it runs in make test-long, and in make test on its turn among the life cycles (tests/support/rotation.py).
+# it runs in make test-long, and in make test on its turn (tests/support/rotation.py).
 @rotation.turn("awx-life-cycle")
 def test_create_promote_return_back_up_check_and_delete_through_the_job_templates(awx, tmp_path):
     sb, api, launch, jobs, launch_workflow = awx

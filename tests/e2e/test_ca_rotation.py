@@ -101,7 +101,7 @@ def _cas(api) -> list[str]:
     return [block for block in pem.split("-----END CERTIFICATE-----") if "BEGIN" in block]
 
 
-@rotation.turn("ca-rotation", rotation.SLOW_SCENARIOS)
+@rotation.turn("ca-rotation")
 def test_every_ca_rotates_without_a_failed_request_and_the_node_and_its_pods_stay(operator):
     sb, api, _proc = operator
     workers = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": list(WORKERS)}]}

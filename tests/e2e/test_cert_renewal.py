@@ -103,7 +103,7 @@ def _pod_uids(api, component: str) -> set[str]:
     return {pod.metadata.uid for pod in pods}
 
 
-@rotation.turn("certificate-renewal", rotation.SLOW_SCENARIOS)
+@rotation.turn("certificate-renewal")
 def test_short_lived_certificates_are_renewed_and_taken_up(operator):
     api = operator
     create_vc(api, NS, NAME, {})

@@ -93,7 +93,7 @@ def test_two_replicas_run_non_root_on_the_control_plane_node(in_cluster):
     assert not _operator_may(api, "get", "secrets", "kube-system")
 
 
-@rotation.turn("operator-replica-deleted-mid-run", rotation.SLOW_SCENARIOS)
+@rotation.turn("operator-replica-deleted-mid-run")
 def test_a_virtual_cluster_is_made_with_its_node_although_the_working_replica_is_deleted_mid_run(in_cluster):
     sb, api = in_cluster
     cp = next(n for n in sb.nodes if n.role == "control_plane")
@@ -221,7 +221,7 @@ class RunWatch:
         self._thread.join(10)
 
 
-@rotation.turn("operator-upgrade", rotation.SLOW_SCENARIOS)
+@rotation.turn("operator-upgrade")
 def test_an_upgrade_that_changes_no_tenant_runs_none_and_one_that_does_rolls_one_component_a_tenant_at_a_time(
         in_cluster, tmp_path):
     """Two Ready virtual clusters, then two upgrades of the operator and collection, each to an image that differs

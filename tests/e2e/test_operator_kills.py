@@ -83,9 +83,9 @@ def _in_host_only(sb, api) -> None:
     assert "10-kubenest-tenant.conflist" not in on_node(sb, NODE, "ls /etc/cni/net.d")
 
 
-# About 2 min a point: make test runs one, rotating from commit to commit; make test-long runs them all.
-@pytest.mark.parametrize(("promotion_task", "return_task"),
-                         rotation.params(POINTS, [f"{point[0].split()[0]}-{point[0].split()[-1]}" for point in POINTS]))
+# About 2 min a point: make test runs those of its commit's turn (tests/support/rotation.py), make test-long all.
+@pytest.mark.parametrize(("promotion_task", "return_task"), rotation.params(
+    POINTS, [f"{point[0].split()[0]}-{point[0].split()[-1]}" for point in POINTS], "operator-kill"))
 def test_a_killed_operator_leaves_the_node_in_exactly_one_cluster(operator, promotion_task, return_task):
     sb, api, proc, runs = operator
     name = "killed"

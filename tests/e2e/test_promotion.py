@@ -270,7 +270,7 @@ def test_delete_with_a_broken_tenant_apiserver_returns_the_node_clean(promoting)
     assert tenant_traces(sb, api, "kn-w1") == []
 
 
-@rotation.turn("two-clusters-race-for-one-node", rotation.SLOW_SCENARIOS)
+@rotation.turn("two-clusters-race-for-one-node")
 def test_two_virtual_clusters_race_for_one_node(promoting):
     _sb, api = promoting
     selector = {"matchLabels": {"kubernetes.io/hostname": "kn-w2"}}
@@ -412,7 +412,7 @@ def budgeted_pair(promoting):
 
 
 @pytest.mark.usefixtures("budgeted_pair")
-@rotation.turn("plain-playbook-with-the-globalnodes-inventory", rotation.SLOW_SCENARIOS)
+@rotation.turn("plain-playbook-with-the-globalnodes-inventory")
 def test_plain_playbook_with_the_globalnodes_inventory_promotes_named_nodes(promoting, tmp_path):
     """The proposal form (promoteResources.nodes) through ansible-playbook alone, nodes listed by the plugin.
     Both nodes hold a replica of a budgeted host Deployment, so their concurrent drains must wait for each
@@ -461,7 +461,7 @@ def test_plain_playbook_with_the_globalnodes_inventory_promotes_named_nodes(prom
 
 
 # The role's molecule scenario repeats a promotion the tests above show: make test-long runs it, make test on its
-# turn among the life cycles (tests/support/rotation.py), beside the etcd and control-plane scenarios.
+# turn (tests/support/rotation.py), beside the etcd and control-plane scenarios.
 @rotation.turn("molecule-node-promote")
 def test_molecule_node_promote_scenario(promoting, tmp_path):
     """extensions/molecule/node_promote: a named worker promoted into a virtual cluster by the role, a second
@@ -611,7 +611,7 @@ def _tenant_network_checks(tenant, pool: list[str]) -> None:
         networking.delete_namespaced_network_policy(name, "scale-apps")
 
 
-@rotation.turn("node-count-up-and-down", rotation.SLOW_SCENARIOS)
+@rotation.turn("node-count-up-and-down")
 def test_node_count_up_and_down_then_delete_leaves_nothing_of_the_tenant(promoting):
     """nodeCount 1 -> 2 -> 1 -> delete: the surplus goes back, every node ends free, Ready in the host and
     without tenant files, containers or kube-proxy rules. While it holds two nodes, a second tenant with a node of

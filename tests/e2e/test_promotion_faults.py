@@ -3,9 +3,8 @@
 A fault (node_promote_fault_step) fails the named step on entry. A failed promotion must leave the node back in
 the host cluster: Ready, schedulable, its labels back, GlobalNode free, and nothing of the tenant on it or about
 it in the tenant. A failed return leaves the node held by its virtual cluster, and the next run finishes it.
-`make test-long` runs every step; `make test` runs one step of the two matrices together, rotating from commit
-to commit (tests/support/rotation.py), besides the failed promotion and return through the operator in
-test_promotion.py.
+`make test-long` runs every step; `make test` runs the steps of its commit's turn (tests/support/rotation.py),
+besides the failed promotion and return through the operator in test_promotion.py.
 """
 
 from __future__ import annotations
@@ -39,15 +38,6 @@ WANTS_NODE = {"promoteResources": {"nodes": [NODE]}}
 NO_NODES = {"promoteResources": {"nodes": []}}
 
 
-# One step of promotion and return together per commit in make test (each comes round within 23 commits); all of
-# them in make test-long.
-CHOSEN = set(rotation.sample([("promote", step) for step in PROMOTE_STEPS]
-                             + [("return", step) for step in RETURN_STEPS]))
-
-
-def _steps(kind, steps):
-    return [pytest.param(step, id=step, marks=(pytest.mark.long, pytest.mark.sampled) if (kind, step) in CHOSEN
-                         else pytest.mark.long) for step in steps]
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +54,7 @@ def faults(host_cluster, tmp_path_factory):
         playbook.ok("absent", NO_NODES)
 
 
-@pytest.mark.parametrize("step", _steps("promote", PROMOTE_STEPS))
+@pytest.mark.parametrize("step", rotation.params(PROMOTE_STEPS, PROMOTE_STEPS, "promote-fault"))
 def test_a_failed_promotion_puts_the_node_back_into_the_host(faults, step):
     sb, api, playbook = faults
     proc = playbook.run("present", WANTS_NODE, node_promote_fault_step=step)
@@ -108,7 +98,7 @@ def test_a_promotion_stops_at_isolate_while_a_host_node_keeps_its_old_filter(fau
     assert_back_in_host_clean(sb, api, NODE, playbook.tenant(api))
 
 
-@pytest.mark.parametrize("step", _steps("return", RETURN_STEPS))
+@pytest.mark.parametrize("step", rotation.params(RETURN_STEPS, RETURN_STEPS, "return-fault"))
 def test_a_failed_return_is_finished_by_the_next_run(faults, step):
     sb, api, playbook = faults
     playbook.ok("present", WANTS_NODE)

@@ -660,7 +660,7 @@ def _disrupt(api, kubeconfig: dict, name: str, extra_args: dict) -> tuple[Tenant
     return deleted, rolled
 
 
-@rotation.turn("two-api-servers-through-a-lost-pod-and-a-roll", rotation.SLOW_SCENARIOS)
+@rotation.turn("two-api-servers-through-a-lost-pod-and-a-roll")
 def test_two_api_servers_keep_the_tenant_answering_through_a_lost_pod_and_a_roll(operator, host_cluster):
     """One VirtualCluster, first with one API server, then scaled to two in place: a client polling its API every
     100 ms (a connection per request, no retries) while an API server pod is deleted and while a changed flag

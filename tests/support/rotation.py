@@ -1,25 +1,64 @@
-"""A rotating sample of a slow matrix: `make test` runs a few of its points on each commit, `make test-long` all.
+"""The rotating sample of the slow end-to-end tests: `make test` runs one turn of them per commit, `make test-long`
+all of them.
 
-The points a run takes follow from the commit's number on its branch (`git rev-list --count HEAD`), so
-successive commits take successive points and a matrix of N points taken K at a time is covered whole within
-ceil(N / K) commits. `KUBENEST_ROTATION=<n>` picks the sample of commit number n (to rerun what CI ran), and
-every run prints what it took, so a failure names its point.
+Each slow test has a name and what it costs (COSTS: seconds on the 2-core development machine, measured with
+`make test-long`). The names are packed into turns of at most BUDGET_S seconds, the costliest first, each into the
+first turn it fits; a test dearer than the budget is a turn of its own. A commit takes the turn of its number on
+its branch (`git rev-list --count HEAD`) modulo the number of turns, so successive commits take successive turns,
+every slow test comes round within len(turns()) commits, and no commit pays for more than one turn: what the
+sample adds to `make test` stays within the budget, whichever commit it is. `KUBENEST_ROTATION=<n>` takes the turn
+of commit number n (to rerun what CI ran), and every run prints what it took, so a failure names its test.
+
+A slow test is a point of a matrix (`params`) or a scenario of its own (`turn`); both refuse a name without a
+cost, so a new slow test is priced where the turns are made.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
+# Seconds each, from `make test-long` on the 2-core development machine (2026-12-07), fixtures of its module
+# included where the test would be the only one of its module to run.
+COSTS: Mapping[str, int] = {
+    # A killed operator at each point of the promotion and the return (tests/e2e/test_operator_kills.py).
+    "operator-kill[Cordon-pods]": 150,
+    "operator-kill[Delete-cluster]": 170,
+    "operator-kill[Start-kubelet]": 150,
+    "operator-kill[Wait-tenant]": 125,
+    # A fault at each step of a promotion, and of a return (tests/e2e/test_promotion_faults.py).
+    **{f"promote-fault[{step}]": 45 for step in ("Drain", "Stash", "Images", "Reset", "RemoveHostNode", "Isolate",
+                                                  "ControlPlane", "Token", "NodeFiles", "Kubelet", "Register",
+                                                  "PodNetwork", "Ready", "Occupied")},
+    **{f"return-fault[{step}]": 45 for step in ("Returning", "TenantDrain", "HostRejoin", "HostWipe",
+                                                 "HostRestore", "HostKubelet", "HostReady", "AgentIdentity",
+                                                 "HostRelease")},
+    # Whole life cycles that repeat what other tests of make test show piece by piece.
+    "awx-life-cycle": 300,
+    "molecule-node-promote": 240,
+    "control-plane-fails-while-a-node-is-prepared": 50,
+    # The slowest scenarios, each showing things no other test of make test shows.
+    "node-count-up-and-down": 420,
+    "plain-playbook-with-the-globalnodes-inventory": 260,
+    "two-clusters-race-for-one-node": 200,
+    "certificate-renewal": 155,
+    "operator-replica-deleted-mid-run": 160,
+    "two-api-servers-through-a-lost-pod-and-a-roll": 200,
+    "operator-upgrade": 240,
+    "ca-rotation": 340,
+}
+# What one commit's turn may add to make test.
+BUDGET_S = 420
+
 
 def commit_number() -> int:
-    """The number the sample is taken by: $KUBENEST_ROTATION, else the count of commits up to HEAD."""
+    """The number the turn is taken by: $KUBENEST_ROTATION, else the count of commits up to HEAD."""
     forced = os.environ.get("KUBENEST_ROTATION", "").strip()
     if forced:
         try:
@@ -31,52 +70,54 @@ def commit_number() -> int:
     return int(proc.stdout.strip()) if proc.returncode == 0 and proc.stdout.strip().isdigit() else 0
 
 
-def taken(count: int, per_run: int = 1, number: int | None = None) -> list[int]:
-    """Indices of the `per_run` points of a matrix of `count` that the run of commit `number` takes, in order."""
-    if per_run < 1:
-        raise ValueError(f"per_run must be at least 1, not {per_run}")
-    if count <= 0:
-        return []
-    number = commit_number() if number is None else number
-    return sorted({(number * per_run + i) % count for i in range(min(per_run, count))})
+def turns(costs: Mapping[str, int] = COSTS, budget: int = BUDGET_S) -> list[tuple[str, ...]]:
+    """The names packed into turns of at most `budget` seconds: the costliest first (then by name, so every
+    checkout packs the same), each into the first turn with room for it."""
+    if budget < 1:
+        raise ValueError(f"the budget must be at least 1 s, not {budget}")
+    packed: list[list[str]] = []
+    room: list[int] = []
+    for name in sorted(costs, key=lambda n: (-costs[n], n)):
+        cost = costs[name]
+        if cost < 1:
+            raise ValueError(f"{name!r} costs {cost} s: every slow test costs something")
+        index = next((i for i, left in enumerate(room) if left >= cost), None)
+        if index is None:
+            packed.append([])
+            room.append(budget)
+            index = len(packed) - 1
+        packed[index].append(name)
+        room[index] -= cost
+    return [tuple(turn) for turn in packed]
 
 
-def sample(points: Sequence, per_run: int = 1, number: int | None = None) -> list:
-    """The points of `points` that the run of commit `number` takes, in the matrix's order."""
-    return [points[i] for i in taken(len(points), per_run, number)]
+def taken(number: int | None = None) -> tuple[str, ...]:
+    """The turn of commit `number` (this checkout's when None)."""
+    every = turns()
+    return every[(commit_number() if number is None else number) % len(every)]
 
 
-def params(points: Sequence, ids: Sequence[str], per_run: int = 1) -> list:
-    """pytest params of a `long` matrix: every point is `long` (make test-long runs them all) and the run's sample
-    is also `sampled`, which make test runs (tests/e2e/conftest.py)."""
+def marks(name: str) -> tuple[pytest.MarkDecorator, ...]:
+    """`long` always; `sampled` too on the commits whose turn holds `name`."""
+    if name not in COSTS:
+        raise ValueError(f"{name!r} has no cost in tests/support/rotation.py COSTS: price it there")
+    return (pytest.mark.long, pytest.mark.sampled) if name in taken() else (pytest.mark.long,)
+
+
+def params(points: Sequence, ids: Sequence[str], matrix: str) -> list:
+    """pytest params of a slow matrix: point `id` is the slow test `matrix[id]`."""
     if len(ids) != len(points):
         raise ValueError(f"{len(points)} points but {len(ids)} ids")
-    chosen = set(taken(len(points), per_run))
-    return [pytest.param(*(point if isinstance(point, tuple) else (point,)), id=name,
-                         marks=(pytest.mark.long, pytest.mark.sampled) if index in chosen else pytest.mark.long)
-            for index, (point, name) in enumerate(zip(points, ids, strict=True))]
+    return [pytest.param(*(point if isinstance(point, tuple) else (point,)), id=name, marks=marks(f"{matrix}[{name}]"))
+            for point, name in zip(points, ids, strict=True)]
 
 
-# Long tests that are not points of one matrix but take turns all the same: whole life cycles that repeat what
-# other tests of make test show piece by piece.
-LIFE_CYCLES = ("awx-life-cycle", "molecule-node-promote", "control-plane-fails-while-a-node-is-prepared")
-# The slowest scenarios of the end-to-end tier (two to ten minutes each on a 2-core machine), each showing things
-# no other test of make test shows; make test-long runs them all.
-SLOW_SCENARIOS = ("node-count-up-and-down", "plain-playbook-with-the-globalnodes-inventory",
-                  "two-clusters-race-for-one-node", "certificate-renewal", "operator-replica-deleted-mid-run",
-                  "two-api-servers-through-a-lost-pod-and-a-roll", "operator-upgrade", "ca-rotation")
-# Both take one turn between them: make test runs one test of TURNS per commit, so each comes round within
-# len(TURNS) commits and the tier pays for one of them, never two.
-TURNS = LIFE_CYCLES + SLOW_SCENARIOS
-
-
-def turn(name: str, group: Sequence[str] = LIFE_CYCLES, per_run: int = 1):
-    """Decorator for one test of `group`: `long` always, `sampled` too on the commits whose turn it is."""
-    if name not in group:
-        raise ValueError(f"{name!r} is not one of {list(group)}")
-    mine = name in sample(TURNS if name in TURNS else group, per_run)
+def turn(name: str):
+    """Decorator for a slow scenario of its own."""
+    chosen = marks(name)
 
     def decorate(test):
-        test = pytest.mark.long(test)
-        return pytest.mark.sampled(test) if mine else test
+        for mark in chosen:
+            test = mark(test)
+        return test
     return decorate
