@@ -53,8 +53,9 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(f"machines: {name}: {value}")
     sampled = SAMPLED if os.environ.get("KUBENEST_LONG") != "1" else []
     if sampled:
-        terminalreporter.write_line(f"rotating sample of commit number {rotation.commit_number()} "
-                                    f"(KUBENEST_ROTATION to repeat it): {', '.join(sampled)}")
+        number, every = rotation.commit_number(), rotation.turns()
+        terminalreporter.write_line(f"rotating sample: turn {number % len(every) + 1} of {len(every)}, taken by commit"
+                                    f" number {number} (KUBENEST_ROTATION to repeat it): {', '.join(sampled)}")
 
 
 def run_python(*args, env=None, timeout=1800, check=True) -> subprocess.CompletedProcess:

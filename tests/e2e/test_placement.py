@@ -4,6 +4,8 @@ load balancer, never tied to the host's control-plane node.
 The load balancer is the sandbox's stand-in for a platform's own (sandbox/loadbalancer.py: an address on the
 sandbox's bridge, proxied to the Service's NodePorts; in the last test an address a host node answers for, as
 kube-vip gives); the first and the last tests show it keeps the contract the collection relies on.
+
+The module's tests take one turn together in make test (tests/support/rotation.py); make test-long runs them always.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import pytest
 from cryptography import x509
 from kubernetes import client as k8s
 
+from tests.support import rotation
 from tests.support.nodes import (
     FirstRegistration,
     assert_back_in_host_clean,
@@ -117,6 +120,7 @@ def _server_names(host: str, port: int) -> list[str]:
     return [str(ip) for ip in sans.value.get_values_for_type(x509.IPAddress)]
 
 
+@rotation.turn("control-plane-placement")
 def test_control_planes_run_on_the_pool_behind_a_load_balancer_or_the_pools_node_port(
         host_cluster, operator, pool_node):
     sb, _api = host_cluster
@@ -159,6 +163,7 @@ def test_control_planes_run_on_the_pool_behind_a_load_balancer_or_the_pools_node
     assert "pool-lb-apiserver" not in {s.metadata.name for s in k8s.CoreV1Api(api).list_namespaced_service(NS).items}
 
 
+@rotation.turn("control-plane-placement")
 def test_without_a_load_balancer_the_run_fails_saying_what_the_host_lacks(operator, load_balancer):
     _proc, api = operator
     balancer, _log = load_balancer
@@ -203,6 +208,7 @@ def _holders(sb, ip: str, besides: str) -> list[str]:
             and f" {ip}/32 " in on_node(sb, n.name, "ip -o -4 addr show dev host0")]
 
 
+@rotation.turn("control-plane-placement")
 def test_a_node_promoted_behind_a_load_balancer_that_host_nodes_answer_for_joins_and_works_through_it(
         host_cluster, operator, load_balancer, tmp_path):
     """MetalLB's or kube-vip's way (ipMode VIP): the tenant's node reaches a host node at the load balancer's

@@ -6,6 +6,8 @@ has not finished (a host with pods never finishes in time: its containers die as
 same disk, so /run, every process and everything the kernel held (iptables chains, routes) start anew. Nothing
 outside the machine helps it back: the operator runs on as it was, and what has to return must return from the
 machine's own disk.
+
+The module's tests take one turn together in make test (tests/support/rotation.py); make test-long runs them always.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import pytest
 from kubernetes import client as k8s
 
 from tests.e2e.conftest import run_python
+from tests.support import rotation
 from tests.support.background import Requests
 from tests.support.http import get_text
 from tests.support.nodes import (
@@ -109,6 +112,7 @@ def _host_settled(api) -> bool:
         _pod_ready(p) for p in pods if p.status.phase != "Succeeded")
 
 
+@rotation.turn("machine-reboots")
 def test_a_promoted_node_comes_back_ready_in_its_tenant_isolated_and_without_host_credentials(rebooting):
     sb, api, tenant, port, _runs = rebooting
     core = k8s.CoreV1Api(tenant)
@@ -169,6 +173,7 @@ class TenantWriter(Requests):
         return max(itertools.pairwise(times), key=lambda pair: pair[1] - pair[0], default=(0.0, 0.0))
 
 
+@rotation.turn("machine-reboots")
 def test_the_host_control_plane_machine_comes_back_with_the_tenant_control_plane_and_its_data(rebooting):
     sb, api, tenant, _port, runs = rebooting
     cp = next(n.name for n in sb.nodes if n.role == "control_plane")
@@ -210,6 +215,7 @@ def test_the_host_control_plane_machine_comes_back_with_the_tenant_control_plane
     assert _chains(sb, cp) == chains
 
 
+@rotation.turn("machine-reboots")
 def test_the_rebooted_node_returns_to_the_host_clean(rebooting):
     sb, api, _tenant, _port, _runs = rebooting
     delete_vc(api, NS, NAME, timeout=900)
