@@ -134,8 +134,8 @@ def label_edit(api, log: Path, name: str) -> tuple[int, int]:
     return log.read_text(errors="replace").count("with state present") - runs, changed
 
 
-def ready_now(api, name: str) -> bool:
-    vc = get_vc(api, NS, name) or {}
+def ready_now(api, namespace: str, name: str) -> bool:
+    vc = get_vc(api, namespace, name) or {}
     return any(c.get("type") == "Ready" and c.get("status") == "True"
                for c in (vc.get("status") or {}).get("conditions") or [])
 
@@ -165,7 +165,7 @@ def break_and_repair(api, name: str) -> tuple[float, float]:
     started = time.monotonic()
     k8s.AppsV1Api(api).patch_namespaced_deployment_scale(f"{name}-apiserver", NS, {"spec": {"replicas": 0}},
                                                          field_manager="kubectl")
-    while ready_now(api, name):
+    while ready_now(api, NS, name):
         if time.monotonic() - started > 300:
             raise RuntimeError(f"{name}'s API server scaled to 0 and still Ready after 300 s")
         time.sleep(0.5)
@@ -252,7 +252,7 @@ def main() -> int:
                     list(pool.map(lambda n: wait_ready(api, NS, n, timeout=900), names))
             results["batch_ready_s"] = time.monotonic() - started
             results["operator_peak_MiB"] = peak.bytes / MiB
-            results["batch_failures"] = sum(int(not ready_now(api, n)) for n in names)
+            results["batch_failures"] = sum(int(not ready_now(api, NS, n)) for n in names)
             time.sleep(IDLE_S)
             memory, results["batch_idle_mcpu"] = settled_usage(api, names)
             results["batch_idle_MiB"] = memory / MiB
