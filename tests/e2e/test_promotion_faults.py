@@ -38,8 +38,6 @@ WANTS_NODE = {"promoteResources": {"nodes": [NODE]}}
 NO_NODES = {"promoteResources": {"nodes": []}}
 
 
-
-
 @pytest.fixture(scope="module")
 def faults(host_cluster, tmp_path_factory):
     """An operator (it keeps GlobalNodes) and a plain-playbook virtual cluster whose control plane is built once,

@@ -32,12 +32,12 @@ COSTS: Mapping[str, int] = {
     # A killed operator at each point of the promotion and the return (tests/e2e/test_operator_kills.py).
     **{f"operator-kill[{point}]": 150 for point in ("Cordon-pods", "Delete-cluster", "Start-kubelet", "Wait-tenant")},
     # A fault at each step of a promotion, and of a return (tests/e2e/test_promotion_faults.py).
-    **{f"promote-fault[{step}]": 45 for step in ("Drain", "Stash", "Images", "Reset", "RemoveHostNode", "Isolate",
-                                                  "ControlPlane", "Token", "NodeFiles", "Kubelet", "Register",
-                                                  "PodNetwork", "Ready", "Occupied")},
-    **{f"return-fault[{step}]": 45 for step in ("Returning", "TenantDrain", "HostRejoin", "HostWipe",
-                                                 "HostRestore", "HostKubelet", "HostReady", "AgentIdentity",
-                                                 "HostRelease")},
+    **{f"promote-fault[{step}]": 45 for step in (
+        "Drain", "Stash", "Images", "Reset", "RemoveHostNode", "Isolate", "ControlPlane", "Token", "NodeFiles",
+        "Kubelet", "Register", "PodNetwork", "Ready", "Occupied")},
+    **{f"return-fault[{step}]": 45 for step in (
+        "Returning", "TenantDrain", "HostRejoin", "HostWipe", "HostRestore", "HostKubelet", "HostReady",
+        "AgentIdentity", "HostRelease")},
     # Whole life cycles that repeat what other tests of make test show piece by piece.
     "awx-life-cycle": 255,
     "molecule-node-promote": 95,
