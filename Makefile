@@ -30,7 +30,7 @@ down:
 	  .sandbox/sample.kubeconfig .sandbox/operator.log .sandbox/operator.pid .sandbox/operator.mode .sandbox/operator-install.json \
 	  .sandbox/host.json .sandbox/kubeadm
 
-.PHONY: help install system-deps lint ruff ansible-lint sanity changelog-lint role-readmes diagrams unit integration integration-agent integration-early integration-images e2e e2e-kubeadm prebuild prebuild-images prebuild-machines test test-long bench bench-scale conformance conformance-suite k8s k8s-previous cilium runtime images operator-image push-images apiserver up down clean
+.PHONY: help install system-deps lint ruff ansible-lint sanity changelog-lint role-readmes diagrams unit integration integration-agent integration-early integration-images e2e e2e-kubeadm prebuild prebuild-images prebuild-machines test test-long bench bench-scale bench-tenants conformance conformance-suite k8s k8s-previous cilium runtime images operator-image push-images apiserver up down clean
 
 help:
 	@echo "make up        local sandbox host cluster, operator and a sample virtual cluster"
@@ -38,6 +38,7 @@ help:
 	@echo "make test-long faults at every step of promotion and return, operator killed mid-way, AWX and molecule life cycles"
 	@echo "make bench     benchmarks with ratios against their baselines"
 	@echo "make bench-scale  the operator's cost per idle tenant (stand-in tenants on a real API server)"
+	@echo "make bench-tenants  50 real control-plane-only virtual clusters at once on the sandbox (about 40 min)"
 	@echo "make conformance  the upstream conformance suite on a virtual cluster and on the host (baseline)"
 	@echo "make k8s       build (or reuse) the pinned Kubernetes binaries; prints their directory"
 	@echo "make cilium    build (or reuse) the pinned Cilium agent, CNI plugin and operator; prints their directory"
@@ -158,6 +159,10 @@ bench: install k8s images
 # KUBENEST_SCALE_TENANTS=1,100,1000 and KUBENEST_SCALE_WINDOW=120 by default.
 bench-scale: install k8s
 	$(PY) bench/operator_scale.py
+
+# Many real control-plane-only virtual clusters at once on the sandbox (KUBENEST_BENCH_TENANTS=50, about 40 min).
+bench-tenants: install k8s images
+	$(PY) bench/many_tenants.py
 
 k8s:
 	@bash sandbox/k8s/build.sh

@@ -93,13 +93,16 @@ class OperatorUnderTest:
         self.process.stop(grace=40)
 
 
-def requests_served(server: ApiServer) -> float:
+def requests_total(metrics_text: str) -> float:
     """apiserver_request_total summed over every verb, resource and code."""
+    return sum(float(line.rsplit(" ", 1)[1]) for line in metrics_text.splitlines()
+               if line.startswith("apiserver_request_total{"))
+
+
+def requests_served(server: ApiServer) -> float:
     context = server.ssl_context(server.admin)
     with urllib.request.urlopen(f"{server.url}/metrics", context=context, timeout=30) as answer:
-        text = answer.read().decode()
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith("apiserver_request_total{"))
+        return requests_total(answer.read().decode())
 
 
 def renamed(value, old: str, new: str):

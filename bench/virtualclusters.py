@@ -73,7 +73,7 @@ def settled(measure, *args):
     return measure(*args)
 
 
-def vc_usage(api, names: list[str]) -> tuple[float, float]:
+def vc_usage(api, names: list[str], namespaces: tuple[str, ...] = (NS,)) -> tuple[float, float]:
     """Working-set bytes and CPU millicores of the virtual control-plane pods, from the kubelets' summary API."""
     from kubernetes import client as k8s
 
@@ -83,7 +83,7 @@ def vc_usage(api, names: list[str]) -> tuple[float, float]:
         raw = core.connect_get_node_proxy_with_path(node.metadata.name, "stats/summary", _preload_content=False).data
         for pod in json.loads(raw).get("pods", []):
             ref = pod["podRef"]
-            if ref["namespace"] == NS and any(ref["name"].startswith(f"{n}-") for n in names):
+            if ref["namespace"] in namespaces and any(ref["name"].startswith(f"{n}-") for n in names):
                 total += (pod.get("memory") or {}).get("workingSetBytes", 0)
                 cpu += (pod.get("cpu") or {}).get("usageNanoCores", 0) / 1e6
     return total, cpu
@@ -106,14 +106,15 @@ def control_plane_pods(api, name: str) -> dict[str, int]:
     return {p.metadata.uid: sum(c.restart_count for c in p.status.container_statuses or []) for p in pods}
 
 
-def settled_usage(api, names: list[str], samples: int = 6, every_s: float = 5) -> tuple[float, float]:
+def settled_usage(api, names: list[str], samples: int = 6, every_s: float = 5,
+                  namespaces: tuple[str, ...] = (NS,)) -> tuple[float, float]:
     """Median memory and CPU of `samples` summary readings `every_s` apart: one reading catches a collection
     or a burst of probes and can be off by tens of MiB."""
     readings = []
     for i in range(samples):
         if i:
             time.sleep(every_s)
-        readings.append(vc_usage(api, names))
+        readings.append(vc_usage(api, names, namespaces))
     return statistics.median(r[0] for r in readings), statistics.median(r[1] for r in readings)
 
 
@@ -163,20 +164,33 @@ def leftovers(api, namespace: str = NS) -> list[str]:
     return found
 
 
-def break_and_repair(api, name: str) -> tuple[float, float]:
+def delete_namespaces(api, namespaces: tuple[str, ...]) -> None:
+    """Namespaces a bench made, empty of virtual clusters by now."""
+    from kubernetes import client as k8s
+    from kubernetes.client.rest import ApiException
+
+    for namespace in namespaces:
+        try:
+            k8s.CoreV1Api(api).delete_namespace(namespace)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+
+def break_and_repair(api, name: str, namespace: str = NS) -> tuple[float, float]:
     """Its API server scaled to 0 as `kubectl scale` would, no spec change: seconds until the operator's look
     turns Ready False, and until its repair run has the tenant Ready again."""
     from kubernetes import client as k8s
 
     started = time.monotonic()
-    k8s.AppsV1Api(api).patch_namespaced_deployment_scale(f"{name}-apiserver", NS, {"spec": {"replicas": 0}},
+    k8s.AppsV1Api(api).patch_namespaced_deployment_scale(f"{name}-apiserver", namespace, {"spec": {"replicas": 0}},
                                                          field_manager="kubectl")
-    while ready_now(api, NS, name):
+    while ready_now(api, namespace, name):
         if time.monotonic() - started > 300:
             raise RuntimeError(f"{name}'s API server scaled to 0 and still Ready after 300 s")
         time.sleep(0.5)
     noticed = time.monotonic() - started
-    wait_ready(api, NS, name, timeout=600, interval=READY_POLL_S)
+    wait_ready(api, namespace, name, timeout=600, interval=READY_POLL_S)
     return noticed, time.monotonic() - started
 
 
@@ -205,9 +219,9 @@ def main() -> int:
     api = k8s_config.new_client_from_config(str(kubeconfig))
     install_crds(kubeconfig)
     ensure_namespace(api, NS)
-    # etcd's data on the disk the sandbox's volumes are on, as the hosted etcd's.
     # Each baseline start waits for the machine to settle, as each create does: right after `make up` the
     # sandbox is still busy, and unsettled starts made the floor 1.4 to 2.3 times slower in one run.
+    # The state dir puts etcd's data on the disk the sandbox's volumes are on, as the hosted etcd's is.
     results = {"raw_upstream_s": statistics.median(settled(raw_startup_seconds, "upstream", sb.state_dir)
                                                    for _run in range(CREATES)),
                "raw_s": statistics.median(settled(raw_startup_seconds, "hosted", sb.state_dir)
@@ -299,6 +313,7 @@ def main() -> int:
             results["spread_delete_s"] = time.monotonic() - started
             results["spread_leftovers"] = [f"{namespace}: {found}" for namespace, _name in spread
                                            for found in leftovers(api, namespace)]
+            delete_namespaces(api, tuple(namespace for namespace, _name in spread))
         finally:
             operator.stop()
     results["host_cp_MiB"] = host_control_plane_memory(sb) / MiB

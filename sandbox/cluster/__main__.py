@@ -48,6 +48,10 @@ def write_vars(sb, bin_dir: str, images_dir: str, registry_hosts: list[dict]) ->
         "kubenest_pod_cidr": pod_cidr,
         "kubenest_pod_network": "cilium",
         "kubenest_registry_hosts": registry_hosts,
+        # Room for 50 virtual control planes (four pods and an etcd volume each) on one control-plane machine:
+        # make bench-tenants. The volumes are directories; their capacity is what their claims may ask for.
+        "kubelet_max_pods": 250,
+        "local_volumes_count": 56,
         **NETWORK_VARS,
         **RETURN_VARS,
     }
