@@ -121,19 +121,28 @@ def restarts(api, namespaces: tuple[str, ...]) -> int:
                for c in pod.status.container_statuses or [])
 
 
-def await_all(api, wanted: list[tuple[str, str]], started: float) -> dict[str, float]:
-    """Seconds from `started` until each is first seen Ready, printing the count as it grows."""
+def await_all(api, wanted: list[tuple[str, str]], started: float) -> tuple[dict[str, float], float]:
+    """Seconds from `started` until each is first seen Ready, printing the count as it grows with the machine's
+    load; and the highest 1-minute load average seen meanwhile."""
     ready: dict[str, float] = {}
-    deadline, shown = started + READY_TIMEOUT_S, -1
+    deadline, shown, load_peak = started + READY_TIMEOUT_S, -1, 0.0
     while len(ready) < len(wanted) and time.monotonic() < deadline:
         for namespace, name in wanted:
             if name not in ready and ready_now(api, namespace, name):
                 ready[name] = time.monotonic() - started
+        load_peak = max(load_peak, os.getloadavg()[0])
         if len(ready) != shown:
             shown = len(ready)
-            print(f"  {time.monotonic() - started:6.0f} s: {shown} of {len(wanted)} Ready", flush=True)
+            print(f"  {time.monotonic() - started:6.0f} s: {shown} of {len(wanted)} Ready, load average "
+                  f"{os.getloadavg()[0]:.0f}", flush=True)
         time.sleep(5)
-    return ready
+    return ready, load_peak
+
+
+def stage(results: dict, what: str, *keys: str) -> None:
+    """Each stage's figures kept and printed as soon as they are known: a run stopped later still has them."""
+    record("many_tenants", results)
+    print(f"{what}: " + ", ".join(f"{key} {results[key]}" for key in keys), flush=True)
 
 
 def leftovers(api, namespaces: tuple[str, ...]) -> list[str]:
@@ -167,24 +176,28 @@ def main() -> int:
         time.sleep(30)  # past the first look and the run's aftermath
         results["one"] = idle_window(api, operator.proc.pid, log, [first], (first_ns,))
         results["repair_alone_s"] = break_and_repair(api, first, first_ns)
-        print(f"one tenant: Ready after {results['one_ready_s']:.1f} s; idle {results['one']}", flush=True)
+        stage(results, "one tenant", "one_ready_s", "one", "repair_alone_s")
 
         restarts_before = restarts(api, namespaces)
         settle()
         started = time.monotonic()
         for namespace, name in rest:
             create_vc(api, namespace, name)
-        ready = await_all(api, rest, started)
+        ready, results["load_peak"] = await_all(api, rest, started)
         results["all_ready_s"] = max(ready.values()) if len(ready) == len(rest) else None
         results["ready_median_s"] = statistics.median(ready.values()) if ready else None
         results["not_ready"] = [name for _namespace, name in rest if name not in ready]
         results["restarts_meanwhile"] = restarts(api, namespaces) - restarts_before
+        stage(results, "created", "all_ready_s", "ready_median_s", "not_ready", "restarts_meanwhile", "load_peak")
         time.sleep(30)
         results["all"] = idle_window(api, operator.proc.pid, log, names, namespaces)
         results["not_ready_after_window"] = sum(int(not ready_now(api, *vc)) for vc in everyone)
+        results["per_tenant"] = per_tenant(results["one"], results["all"], COUNT)
+        stage(results, "idle", "all", "not_ready_after_window", "per_tenant")
         middle_ns, middle = everyone[COUNT // 2]
         results["repair_among_s"] = break_and_repair(api, middle, middle_ns)
         results["restarts_total"] = restarts(api, namespaces)
+        stage(results, "repaired", "repair_among_s", "restarts_total")
 
         started = time.monotonic()
         with ThreadPoolExecutor(16) as pool:
@@ -192,7 +205,6 @@ def main() -> int:
         results["delete_all_s"] = time.monotonic() - started
         results["leftovers"] = leftovers(api, namespaces)
     delete_namespaces(api, namespaces)
-    results["per_tenant"] = per_tenant(results["one"], results["all"], COUNT)
     record("many_tenants", results)
     report(results)
     return 0
@@ -210,6 +222,7 @@ def report(r: dict) -> None:
     print(f"{f'not Ready within {READY_TIMEOUT_S:.0f} s':52} {len(r['not_ready']):10d}")
     print(f"{'not Ready after the idle window':52} {r['not_ready_after_window']:10d}")
     print(f"{'container restarts while they were created':52} {r['restarts_meanwhile']:10d}")
+    print(f"{'highest 1-minute load average meanwhile':52} {r['load_peak']:10.0f}")
     print(f"{'container restarts in all, at the end':52} {r['restarts_total']:10d}")
     for label, key in FIGURES:
         print(f"{f'{label}, {n} idle':52} {many[key]:10.1f} {one[key]:10.1f}s1 "

@@ -61,7 +61,8 @@ def test_the_kubelet_role_templates_leave_no_templated_value_plain(value):
 
     def kubelet(v):
         return render("kubelet-config.yaml.j2", kubelet_cluster_domain=v, kubelet_cluster_dns=v, inventory_hostname=v,
-                      groups={"control": [v]}, kubelet_control_plane_group="control")
+                      groups={"control": [v]}, kubelet_control_plane_group="control",
+                      kubelet_max_pods=110)  # an integer option: `| int` leaves nothing of a string plain
 
     doc = yaml.safe_load(proxy(value))
     assert (doc["clusterCIDR"], doc["hostnameOverride"], doc["bindAddress"]) == (value, value, value)
