@@ -39,7 +39,13 @@ from bench.operator_scale import requests_total, slope  # noqa: E402
 from bench.process_memory import tree_rss_bytes  # noqa: E402
 from bench.record import record  # noqa: E402
 from bench.settle import settle  # noqa: E402
-from bench.virtualclusters import break_and_repair, delete_namespaces, ready_now, settled_usage  # noqa: E402
+from bench.virtualclusters import (  # noqa: E402
+    break_and_repair,
+    delete_namespaces,
+    print_repair,
+    ready_now,
+    settled_usage,
+)
 from bench.virtualclusters import leftovers as namespace_leftovers  # noqa: E402
 from sandbox.machines.config import from_env  # noqa: E402
 from tests.support.virtualclusters import create_vc, delete_vc, get_vc, own_operator, wait_ready  # noqa: E402
@@ -231,10 +237,7 @@ def report(r: dict) -> None:
     print("per idle tenant (the slope from one to all):")
     for label, key in FIGURES:
         print(f"  {label:50} {r['per_tenant'][key]:10.3f}")
-    for what, key in (("noticed, Ready=False", 0), ("repaired, Ready again", 1)):
-        among, alone = r["repair_among_s"][key], r["repair_alone_s"][key]
-        print(f"{f'API server scaled to 0 among {n}: {what} (s)':52} {among:10.1f} {alone:10.1f}s1 "
-              f"{among / alone:7.2f}")
+    print_repair(r, n, 52)
     print(f"{f'{n} deleted at once -> all gone (s)':52} {r['delete_all_s']:10.1f}")
     print(f"{'objects left in the host':52} {len(r['leftovers']):10d}")
     print("baseline: s1 = the first tenant alone, in the same run, with the same operator. The look comes every 30 s,"

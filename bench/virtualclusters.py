@@ -194,6 +194,14 @@ def break_and_repair(api, name: str, namespace: str = NS) -> tuple[float, float]
     return noticed, time.monotonic() - started
 
 
+def print_repair(r: dict, n: int, width: int) -> None:
+    """The rows of a tenant broken and repaired among `n`, against the same alone (break_and_repair)."""
+    for what, key in (("noticed, Ready=False", 0), ("repaired, Ready again", 1)):
+        among, alone = r["repair_among_s"][key], r["repair_alone_s"][key]
+        label = f"API server scaled to 0 among {n}: {what} (s)"
+        print(f"{label:{width}} {among:10.1f} {alone:10.1f}s1 {among / alone:7.2f}")
+
+
 def restart(operator, logs: Path, count: int) -> tuple[float, int]:
     """Stop and start the operator; seconds until it resumed `count` VirtualClusters, and the runs it started."""
     operator.stop()
@@ -357,10 +365,7 @@ def main() -> int:
     print(f"{f'{n} at once, a namespace each, deleted -> all gone (s)':48} {r['spread_delete_s']:10.1f} "
           f"{r['delete_s']:10.1f}s1 {r['spread_delete_s'] / r['delete_s']:7.2f}")
     print(f"{f'{n} at once, a namespace each: objects left':48} {len(r['spread_leftovers']):10d}")
-    for what, key in (("noticed, Ready=False", 0), ("repaired, Ready again", 1)):
-        among, alone = r["repair_among_s"][key], r["repair_alone_s"][key]
-        print(f"{f'API server scaled to 0 among {n}: {what} (s)':48} {among:10.1f} {alone:10.1f}s1 "
-              f"{among / alone:7.2f}")
+    print_repair(r, n, 48)
     print(f"{'label edit of a Ready one: playbook runs started':48} {r['label_edit_runs']:10d}")
     print(f"{'label edit of a Ready one: pods replaced/restarted':48} {r['label_edit_restarts']:10d}")
     print(f"{f'operator restart with {n} Ready -> all resumed (s)':48} {r['restart_s']:10.1f} "

@@ -25,6 +25,7 @@ from ansible_collections.kosmos.kubenest.plugins.plugin_utils.hosted_pods import
     container_resources,
     flags,
     http_probe,
+    liveness_probe,
     placement,
     secret_volume,
     spread_affinity,
@@ -202,8 +203,7 @@ def apiserver_deployment(settings, etcd_endpoint, service_cidr, cluster_domain="
         # 5-second probe take a server out that really stopped serving.
         "readinessProbe": http_probe("/readyz", 6443, period=1, scheme="HTTPS", timeout=READYZ_TIMEOUT_S,
                                      failure_threshold=5),
-        "livenessProbe": http_probe("/livez", 6443, period=10, initial_delay=30, scheme="HTTPS",
-                                    failure_threshold=6),
+        "livenessProbe": liveness_probe("/livez", 6443, scheme="HTTPS"),
     }
     volumes = [
         secret_volume("pki", "%s-pki" % name, APISERVER_PKI_KEYS),
@@ -287,7 +287,7 @@ def controller_manager_deployment(settings, service_cidr, pod_cidr, node_cidr_ma
     options = controller_manager_flags(FILES, name, service_cidr, "0.0.0.0", leader_elect=settings.leader_elect,
                                        pod_cidr=pod_cidr,
                                        node_cidr_mask=node_cidr_mask)
-    probes = {"livenessProbe": http_probe("/healthz", 10257, period=10, initial_delay=30, scheme="HTTPS")}
+    probes = {"livenessProbe": liveness_probe("/healthz", 10257, scheme="HTTPS")}
     volumes = [
         secret_volume("pki", "%s-pki" % name, ["ca.crt", "ca.signer.crt", "ca.key", "sa.key"]),
         secret_volume("conf", "%s-component-kubeconfigs" % name, ["controller-manager.conf"]),
@@ -299,7 +299,7 @@ def controller_manager_deployment(settings, service_cidr, pod_cidr, node_cidr_ma
 
 def scheduler_deployment(settings):
     options = scheduler_flags(FILES, "0.0.0.0", leader_elect=settings.leader_elect)
-    probes = {"livenessProbe": http_probe("/healthz", 10259, period=10, initial_delay=30, scheme="HTTPS")}
+    probes = {"livenessProbe": liveness_probe("/healthz", 10259, scheme="HTTPS")}
     volumes = [secret_volume("conf", "%s-component-kubeconfigs" % settings.vc.name, ["scheduler.conf"])]
     return settings.deployment("scheduler", "kube-scheduler", options, probes, [("conf", CONF)], volumes,
                                (10259, "/healthz"),

@@ -13,6 +13,7 @@ from ansible_collections.kosmos.kubenest.plugins.plugin_utils.hosted_pods import
     container_resources,
     flags,
     http_probe,
+    liveness_probe,
     placement,
     secret_volume,
     spread_affinity,
@@ -130,7 +131,7 @@ def etcd_statefulset(vc, image, advertise_ip, node_selector=None, tolerations=No
         "ports": [{"name": "client", "containerPort": 2379}],
         "resources": container_resources(resources),
         "readinessProbe": http_probe("/readyz", 2381, period=1),  # the API server rolls out once etcd is ready
-        "livenessProbe": http_probe("/livez", 2381, period=10, initial_delay=30),
+        "livenessProbe": liveness_probe("/livez", 2381),
         "volumeMounts": [{"name": "pki", "mountPath": PKI, "readOnly": True},
                          {"name": "data", "mountPath": "/var/lib/etcd"}],
     }

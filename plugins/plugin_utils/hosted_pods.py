@@ -66,6 +66,19 @@ def secret_volume(name, secret_name, keys):
     return {"name": name, "secret": {"secretName": secret_name, "items": [{"key": k, "path": k} for k in keys]}}
 
 
+# A liveness probe ends a component that stopped answering. As kubeadm's control-plane pods do, it waits 15 s for
+# each answer and restarts the component after eight failures in a row: on a host whose CPU is saturated, a 1 s
+# timeout failed components that were only slow, and their restarts saturated the host further (make
+# bench-tenants: tenants created at once on 2 cores went on restarting until the run gave up).
+LIVENESS_TIMEOUT_S = 15
+LIVENESS_FAILURES = 8
+
+
+def liveness_probe(path, port, scheme="HTTP"):
+    return http_probe(path, port, period=10, initial_delay=30, scheme=scheme, failure_threshold=LIVENESS_FAILURES,
+                      timeout=LIVENESS_TIMEOUT_S)
+
+
 def http_probe(path, port, period, initial_delay=0, scheme="HTTP", failure_threshold=None, timeout=None):
     probe = {"httpGet": {"path": path, "port": port, "scheme": scheme}, "periodSeconds": period}
     if timeout:
