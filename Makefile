@@ -112,9 +112,10 @@ integration-images: install k8s cilium images
 e2e: install k8s images
 	$(PYTEST) --durations=20 -n 2 --dist loadgroup tests/e2e
 
-# The kubeadm host's tests on their own (make e2e runs them too, beside the sandbox's).
+# The kubeadm host's tests on their own, whatever the commit's turn (make e2e runs them on their turn, beside the
+# sandbox's; make test-long always).
 e2e-kubeadm: install k8s images
-	$(PYTEST) --durations=10 tests/e2e/test_kubeadm_host.py
+	KUBENEST_LONG=1 $(PYTEST) --durations=10 tests/e2e/test_kubeadm_host.py
 
 # .ci/test.sh: the tiers in order, the builds in the background (make prebuild, log in build/prebuild.log) while
 # lint, unit and the first part of integration run, and a table of each tier's time at the end.

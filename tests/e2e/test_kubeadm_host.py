@@ -29,7 +29,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from sandbox.machines.config import NETWORK_VARS, REPO_ROOT, from_env
-from tests.support import bringup
+from tests.support import bringup, rotation
 from tests.support.exec_plugin import credential, in_minutes, plugin_dir, runs
 from tests.support.http import get_text
 from tests.support.nodes import globalnode, globalnode_free, host_node_ready, on_node, tenant_traces
@@ -51,11 +51,13 @@ CIDR = "198.18.4.0/24"
 PREFIX = "ka"
 UP_TIMEOUT = 2400  # a cold cache builds Kubernetes, the images and the bare image first
 
-# In make e2e on the worker of the machine modules (tests/e2e/conftest.py), never while the sandbox's host comes
-# up (tests/support/bringup.py): two bootstraps at once on a cold 2-core run starved each other. Two cold runs
-# that lost the sandbox's bootstrap beside it were short of disk (the kubelet's disk-pressure taint at 15 % free),
-# not of this module.
+# On the worker of the machine modules (tests/e2e/conftest.py), never while the sandbox's host comes up
+# (tests/support/bringup.py): two bootstraps at once on a cold 2-core run starved each other. Two cold runs that
+# lost the sandbox's bootstrap beside it were short of disk (the kubelet's disk-pressure taint at 15 % free), not of
+# this module. Its tests take one turn together in make test (tests/support/rotation.py): its machines loaded the
+# 2 cores under the sandbox's tests for ten minutes of every run. make test-long and make e2e-kubeadm run it always.
 pytestmark = [
+    *rotation.marks("kubeadm-host"),
     pytest.mark.machines,
     pytest.mark.slow,
     pytest.mark.skipif(os.geteuid() != 0, reason="node machines need root"),

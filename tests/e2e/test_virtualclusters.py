@@ -488,6 +488,9 @@ def test_a_scaled_down_api_server_and_a_deleted_policy_are_reported_and_put_back
     print(f"\nalpha broken: Ready=False after {noticed:.0f}s, repaired and Ready after {repaired:.0f}s")
 
 
+# Its turn in make test (tests/support/rotation.py); the three control-plane machines of
+# tests/e2e/test_ha_control_planes.py show three members through a lost machine in make test-long.
+@rotation.turn("three-etcd-members-rolled-frozen-and-one-lost")
 def test_three_etcd_members_keep_the_tenant_serving_while_one_is_gone(operator):
     _proc, api = operator
     create_vc(api, NS, "trio", {"etcdMembers": 3})
