@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import http.server
 import json
+import ssl
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -36,20 +37,27 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 
 class ScriptedServer(http.server.ThreadingHTTPServer):
-    def __init__(self, answer: Answer):
+    """tls: a server-side context to answer over TLS (https) instead of plain HTTP."""
+
+    def __init__(self, answer: Answer, tls: ssl.SSLContext | None = None):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.answer = answer
+        self.tls = tls
         self.seen: list[str] = []
         self.connections: set[tuple[str, int]] = set()
 
+    def get_request(self):
+        sock, address = super().get_request()
+        return (self.tls.wrap_socket(sock, server_side=True) if self.tls else sock), address
+
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.server_port}"
 
 
 @contextlib.contextmanager
-def scripted_server(answer: Answer) -> Iterator[ScriptedServer]:
-    server = ScriptedServer(answer)
+def scripted_server(answer: Answer, tls: ssl.SSLContext | None = None) -> Iterator[ScriptedServer]:
+    server = ScriptedServer(answer, tls)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

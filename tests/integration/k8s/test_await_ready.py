@@ -5,12 +5,10 @@ the CA names, or the kubeconfig is unusable. Given a command, it becomes that co
 
 from __future__ import annotations
 
-import http.server
 import json
 import ssl
 import subprocess
 import tarfile
-import threading
 import time
 from pathlib import Path
 
@@ -18,6 +16,7 @@ import pytest
 import yaml
 
 from tests.support.procs import free_ports
+from tests.support.scripted_http import scripted_server
 
 
 @pytest.fixture(scope="module")
@@ -165,52 +164,21 @@ def test_a_command_that_is_not_there_is_refused_before_the_wait(await_ready, api
     assert "not ready after" not in proc.stderr
 
 
-class _Counting(http.server.ThreadingHTTPServer):
-    """A stand-in for a starting component's loopback /readyz: 503 until `ready_at`, then 200 (HTTP/1.1, connections
-    kept alive as the components keep them). It counts the TLS connections it accepted and the answers it gave,
-    which the real servers do not expose."""
-
-    daemon_threads = True
-
-    def __init__(self, context: ssl.SSLContext, ready_at: float):
-        self.connections = self.answers = 0
-        self.ready_at = ready_at
-        self.context = context
-        super().__init__(("127.0.0.1", 0), _ReadyzHandler)
-
-    def get_request(self):
-        sock, address = super().get_request()
-        self.connections += 1
-        return self.context.wrap_socket(sock, server_side=True), address
-
-
-class _ReadyzHandler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def do_GET(self):
-        self.server.answers += 1
-        status, body = (200, b"ok") if time.monotonic() >= self.server.ready_at else (503, b"not yet")
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):  # quiet
-        pass
-
-
 def test_a_startup_probe_polls_over_one_connection(await_ready, apiserver):
     """Every 50 ms while the server is not ready, over the connection it opened first: a handshake per poll for
-    each starting component saturated 2 cores when many virtual clusters started together."""
+    each starting component saturated 2 cores when many virtual clusters started together. The server is the
+    scripted stand-in (tests/support/scripted_http.py) over TLS, 503 for 1.5 s then 200: it counts connections,
+    which the real servers do not expose."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(apiserver.pki_dir / "apiserver.crt", apiserver.pki_dir / "apiserver.key")
-    server = _Counting(context, time.monotonic() + 1.5)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        proc = subprocess.run([str(await_ready), f"--local=https://127.0.0.1:{server.server_port}/readyz",
-                               "--timeout=9s"], capture_output=True, text=True, timeout=60, check=False)
-    finally:
-        server.shutdown()
+    ready_at = time.monotonic() + 1.5
+
+    def answer(_path):
+        return (200, {}, "ok") if time.monotonic() >= ready_at else (503, {}, "not yet")
+
+    with scripted_server(answer, context) as server:
+        proc = subprocess.run([str(await_ready), f"--local={server.url}/readyz", "--timeout=9s"], capture_output=True,
+                              text=True, timeout=60, check=False)
     assert proc.returncode == 0 and "is ready after" in proc.stdout, proc.stderr
-    assert server.answers >= 10, server.answers  # it polled all along, not once a second
-    assert server.connections == 1, f"{server.connections} connections for {server.answers} polls"
+    assert len(server.seen) >= 10, server.seen  # it polled all along, not once a second
+    assert len(server.connections) == 1, f"{len(server.connections)} connections for {len(server.seen)} polls"
